@@ -1,0 +1,5 @@
+//! Benchmarks of gpucache against its peers: trace generators, Belady's optimum and the
+//! policy simulator shared by the benchmark binaries.
+
+pub mod belady;
+pub mod traces;

@@ -1,0 +1,252 @@
+//! The EGL_ANDROID_blob_cache contract (`set`/`get`) over a process-global cache.
+//!
+//! A driver calls `set(key, value)` and `get(key, buf)` from any thread at any time. The
+//! rules, from the extension and Android's BlobCache:
+//! - `set` is best effort and keeps the newest value. A value that cannot be stored (too
+//!   large, or an empty value, which `get` could not tell from a miss) is dropped and the
+//!   previous value of the key, if any, is kept.
+//! - `get` returns the stored value's size, or 0 on a miss, and copies the value only when
+//!   `buf` is large enough; otherwise it writes nothing. With
+//!   [`BlobCacheConfig::miss_on_oversize`] a value larger than `buf` is answered with 0
+//!   instead, which Mesa 25 needs: it reads its fixed 64 KiB buffer after any non-zero result.
+//!
+//! EGL callbacks carry no user pointer, so the cache the free functions use is process
+//! global: [`configure`] it before installing the callbacks. Until then, and after
+//! [`shutdown`], `set` is ignored and `get` misses.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use crate::session::CacheControl;
+use crate::{PolicyKind, Result, Store, StoreBuilder, StoreStats};
+
+/// Settings of a blob cache; each setter states its default.
+#[derive(Clone, Debug)]
+pub struct BlobCacheConfig {
+    max_bytes: u64,
+    max_entries: u64,
+    max_key_size: usize,
+    max_value_size: u64,
+    miss_on_oversize: bool,
+    policy: PolicyKind,
+}
+
+impl Default for BlobCacheConfig {
+    fn default() -> Self {
+        Self {
+            max_bytes: 64 << 20,
+            max_entries: u64::MAX,
+            max_key_size: 4 << 10,
+            max_value_size: 4 << 20,
+            miss_on_oversize: false,
+            policy: PolicyKind::S3Fifo,
+        }
+    }
+}
+
+impl BlobCacheConfig {
+    /// Byte budget (keys + values + `ENTRY_OVERHEAD` per entry). Default 64 MiB.
+    pub fn max_bytes(mut self, bytes: u64) -> Self {
+        self.max_bytes = bytes;
+        self
+    }
+
+    /// Entry budget. Default unbounded.
+    pub fn max_entries(mut self, entries: u64) -> Self {
+        self.max_entries = entries;
+        self
+    }
+
+    /// Largest key stored; longer keys are dropped by `set` and miss in `get`. Default 4 KiB
+    /// (drivers use hashes of 20 to 32 bytes).
+    pub fn max_key_size(mut self, bytes: usize) -> Self {
+        self.max_key_size = bytes;
+        self
+    }
+
+    /// Largest value stored. Default 4 MiB.
+    pub fn max_value_size(mut self, bytes: u64) -> Self {
+        self.max_value_size = bytes;
+        self
+    }
+
+    /// Answer 0 (a miss) instead of the size when the value is larger than the caller's
+    /// buffer. Default `false`, the extension's behaviour; turn it on for Mesa.
+    pub fn miss_on_oversize(mut self, on: bool) -> Self {
+        self.miss_on_oversize = on;
+        self
+    }
+
+    /// Eviction policy. Default S3-FIFO.
+    pub fn policy(mut self, policy: PolicyKind) -> Self {
+        self.policy = policy;
+        self
+    }
+}
+
+/// Counters of a blob cache: the store's plus what a driver integrator needs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BlobCacheStats {
+    /// The underlying store's counters.
+    pub store: StoreStats,
+    /// `get` calls that found a value larger than the caller's buffer.
+    pub gets_buffer_too_small: u64,
+    /// `set` calls dropped because the key or value was too large, or the value empty.
+    pub sets_dropped: u64,
+    /// Calls ignored because the driver-managed cache is disabled by cache control.
+    pub calls_while_disabled: u64,
+}
+
+/// A cache with the blob-cache `set`/`get` semantics. The free functions of this module use a
+/// process-global one; this type is for embedding and tests.
+#[derive(Debug)]
+pub struct BlobCache {
+    store: Store,
+    max_key_size: usize,
+    miss_on_oversize: bool,
+    gets_buffer_too_small: AtomicU64,
+    sets_dropped: AtomicU64,
+    calls_while_disabled: AtomicU64,
+}
+
+impl BlobCache {
+    /// A cache with the given settings.
+    pub fn new(config: BlobCacheConfig) -> Result<Self> {
+        let store = StoreBuilder::new()
+            .max_bytes(config.max_bytes)
+            .max_entries(config.max_entries)
+            .max_value_size(config.max_value_size)
+            .policy(config.policy)
+            .build()?;
+        Ok(Self {
+            store,
+            max_key_size: config.max_key_size,
+            miss_on_oversize: config.miss_on_oversize,
+            gets_buffer_too_small: AtomicU64::new(0),
+            sets_dropped: AtomicU64::new(0),
+            calls_while_disabled: AtomicU64::new(0),
+        })
+    }
+
+    /// Stores a copy of `value` for `key`, best effort; the newest value wins.
+    pub fn set(&self, key: &[u8], value: &[u8]) {
+        if DRIVER_CACHE_DISABLED.load(Ordering::Acquire) {
+            self.calls_while_disabled.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if key.len() > self.max_key_size || value.is_empty() {
+            self.sets_dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if self.store.insert(key, value.to_vec()).is_err() {
+            self.sets_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The size of the value for `key` (0 on a miss), copied into `buf` only if it fits.
+    pub fn get(&self, key: &[u8], buf: &mut [u8]) -> usize {
+        if DRIVER_CACHE_DISABLED.load(Ordering::Acquire) {
+            self.calls_while_disabled.fetch_add(1, Ordering::Relaxed);
+            return 0;
+        }
+        if key.len() > self.max_key_size {
+            return 0;
+        }
+        let Some(value) = self.store.get(key) else {
+            return 0;
+        };
+        match buf.get_mut(..value.len()) {
+            Some(dst) => {
+                dst.copy_from_slice(&value);
+                value.len()
+            }
+            None => {
+                self.gets_buffer_too_small.fetch_add(1, Ordering::Relaxed);
+                if self.miss_on_oversize {
+                    0
+                } else {
+                    value.len()
+                }
+            }
+        }
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> BlobCacheStats {
+        BlobCacheStats {
+            store: self.store.stats(),
+            gets_buffer_too_small: self.gets_buffer_too_small.load(Ordering::Relaxed),
+            sets_dropped: self.sets_dropped.load(Ordering::Relaxed),
+            calls_while_disabled: self.calls_while_disabled.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Drops every entry.
+    pub fn clear(&self) {
+        self.store.clear();
+    }
+
+    /// The underlying store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+}
+
+/// The process-global cache behind [`set`] and [`get`].
+static GLOBAL: RwLock<Option<Arc<BlobCache>>> = RwLock::new(None);
+/// Set by cache control (`IMPLICIT_DRIVER_MANAGED`, `DISABLE`); survives reconfiguration.
+static DRIVER_CACHE_DISABLED: AtomicBool = AtomicBool::new(false);
+
+/// Creates the process-global cache, replacing any previous one (whose entries are dropped).
+pub fn configure(config: BlobCacheConfig) -> Result<()> {
+    let cache = Arc::new(BlobCache::new(config)?);
+    *GLOBAL.write() = Some(cache);
+    Ok(())
+}
+
+/// Drops the process-global cache; later calls of [`set`] are ignored and [`get`] misses.
+pub fn shutdown() {
+    GLOBAL.write().take();
+}
+
+fn global() -> Option<Arc<BlobCache>> {
+    GLOBAL.read().clone()
+}
+
+/// [`BlobCache::set`] on the process-global cache; ignored when none is configured.
+pub fn set(key: &[u8], value: &[u8]) {
+    if let Some(cache) = global() {
+        cache.set(key, value);
+    }
+}
+
+/// [`BlobCache::get`] on the process-global cache; 0 when none is configured.
+pub fn get(key: &[u8], buf: &mut [u8]) -> usize {
+    global().map_or(0, |cache| cache.get(key, buf))
+}
+
+/// Counters of the process-global cache, if one is configured.
+pub fn stats() -> Option<BlobCacheStats> {
+    global().map(|cache| cache.stats())
+}
+
+/// Cache control for the driver-managed kind (called by [`crate::cache_control`]).
+pub(crate) fn control(control: CacheControl) {
+    if control.contains(CacheControl::CLEAR) {
+        if let Some(cache) = global() {
+            cache.clear();
+        }
+    }
+    if control.contains(CacheControl::DISABLE) {
+        DRIVER_CACHE_DISABLED.store(true, Ordering::Release);
+    }
+    if control.contains(CacheControl::ENABLE) {
+        DRIVER_CACHE_DISABLED.store(false, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests;

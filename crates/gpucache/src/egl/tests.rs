@@ -1,0 +1,130 @@
+use super::*;
+
+fn cache() -> BlobCache {
+    BlobCache::new(BlobCacheConfig::default().max_value_size(1000)).unwrap()
+}
+
+#[test]
+fn the_latest_set_wins() {
+    let c = cache();
+    c.set(b"key", b"old");
+    c.set(b"key", b"newer");
+    let mut buf = [0u8; 16];
+    assert_eq!(c.get(b"key", &mut buf), 5);
+    assert_eq!(&buf[..5], b"newer");
+}
+
+#[test]
+fn a_miss_returns_zero_and_writes_nothing() {
+    let c = cache();
+    let mut buf = [0xAAu8; 4];
+    assert_eq!(c.get(b"missing", &mut buf), 0);
+    assert_eq!(buf, [0xAA; 4]);
+}
+
+#[test]
+fn a_too_small_buffer_gets_the_size_and_is_never_written() {
+    let c = cache();
+    c.set(b"key", &[1, 2, 3, 4, 5]);
+    let mut small = [0xAAu8; 4];
+    assert_eq!(c.get(b"key", &mut small), 5);
+    assert_eq!(small, [0xAA; 4]);
+    // The size query with an empty buffer, as ANGLE does.
+    assert_eq!(c.get(b"key", &mut []), 5);
+    assert_eq!(c.stats().gets_buffer_too_small, 2);
+    // A larger buffer is written only up to the value's size.
+    let mut big = [0xAAu8; 8];
+    assert_eq!(c.get(b"key", &mut big), 5);
+    assert_eq!(big, [1, 2, 3, 4, 5, 0xAA, 0xAA, 0xAA]);
+}
+
+#[test]
+fn miss_on_oversize_answers_zero_for_mesa() {
+    let c = BlobCache::new(BlobCacheConfig::default().miss_on_oversize(true)).unwrap();
+    c.set(b"key", &[7u8; 100]);
+    let mut buf = [0u8; 64];
+    assert_eq!(c.get(b"key", &mut buf), 0);
+    assert_eq!(buf, [0u8; 64]);
+    assert_eq!(c.stats().gets_buffer_too_small, 1);
+    let mut enough = [0u8; 100];
+    assert_eq!(c.get(b"key", &mut enough), 100);
+}
+
+#[test]
+fn a_too_large_value_is_dropped_and_the_old_one_kept() {
+    let c = cache();
+    c.set(b"key", b"small");
+    c.set(b"key", &[0u8; 1001]);
+    let mut buf = [0u8; 2000];
+    assert_eq!(c.get(b"key", &mut buf), 5);
+    assert_eq!(&buf[..5], b"small");
+    assert_eq!(c.stats().sets_dropped, 1);
+}
+
+#[test]
+fn empty_values_and_oversized_keys_are_dropped() {
+    let c = BlobCache::new(BlobCacheConfig::default().max_key_size(8)).unwrap();
+    c.set(b"key", b"");
+    c.set(&[1u8; 9], b"v");
+    let mut buf = [0u8; 4];
+    assert_eq!(c.get(b"key", &mut buf), 0);
+    assert_eq!(c.get(&[1u8; 9], &mut buf), 0);
+    assert_eq!(c.stats().sets_dropped, 2);
+    assert_eq!(c.stats().store.entries, 0);
+}
+
+#[test]
+fn the_budget_holds_and_eviction_keeps_serving() {
+    let c = BlobCache::new(BlobCacheConfig::default().max_bytes(64 << 10)).unwrap();
+    for i in 0..1000u32 {
+        c.set(&i.to_le_bytes(), &[i as u8; 1000]);
+    }
+    let st = c.stats();
+    assert!(st.store.bytes <= 64 << 10);
+    assert!(st.store.evictions > 900);
+    let mut buf = [0u8; 1000];
+    assert_eq!(c.get(&999u32.to_le_bytes(), &mut buf), 1000);
+    assert!(buf.iter().all(|&b| b == (999u32 as u8)));
+}
+
+/// Mesa's pattern: `set` from worker threads while `get` runs elsewhere. Every value is
+/// self-describing (key and version repeated), so a torn or misdirected value is caught.
+#[test]
+fn concurrent_set_and_get_never_return_wrong_bytes() {
+    let c = BlobCache::new(BlobCacheConfig::default().max_bytes(1 << 20)).unwrap();
+    let value_of = |key: u16, version: u16| -> Vec<u8> {
+        let mut v = Vec::new();
+        for _ in 0..(64 + (key as usize % 512)) {
+            v.extend_from_slice(&key.to_le_bytes());
+            v.extend_from_slice(&version.to_le_bytes());
+        }
+        v
+    };
+    std::thread::scope(|scope| {
+        for writer in 0..2u16 {
+            let c = &c;
+            scope.spawn(move || {
+                for round in 0..20u16 {
+                    for key in 0..300u16 {
+                        c.set(&key.to_le_bytes(), &value_of(key, writer * 100 + round));
+                    }
+                }
+            });
+        }
+        let c = &c;
+        scope.spawn(move || {
+            let mut buf = vec![0u8; 4096];
+            for _ in 0..20 {
+                for key in 0..300u16 {
+                    let n = c.get(&key.to_le_bytes(), &mut buf);
+                    if n == 0 {
+                        continue;
+                    }
+                    assert!(n <= buf.len());
+                    let version = u16::from_le_bytes([buf[2], buf[3]]);
+                    assert_eq!(&buf[..n], &value_of(key, version)[..]);
+                }
+            }
+        });
+    });
+}

@@ -1,0 +1,62 @@
+//! The crate's error type.
+
+use std::io;
+
+/// Everything that can go wrong in gpucache.
+///
+/// The session variants mirror the D3D12 shader-cache results (`DXGI_ERROR_*`) so that a C
+/// front end can map them one to one.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system I/O error.
+    #[error("I/O error: {0}")]
+    Io(#[from] io::Error),
+    /// `find` found no entry for the key (`DXGI_ERROR_NOT_FOUND`).
+    #[error("no entry for this key")]
+    NotFound,
+    /// `store` found an entry with the same key (`DXGI_ERROR_ALREADY_EXISTS`), or a session was
+    /// opened with another version while sessions of the old version are still open.
+    #[error("{0}")]
+    AlreadyExists(&'static str),
+    /// Another key with the same hash is stored (`DXGI_ERROR_CACHE_HASH_COLLISION`).
+    #[error("another key with the same hash is stored")]
+    HashCollision,
+    /// The entry does not fit without evicting, and this cache does not evict
+    /// (`DXGI_ERROR_CACHE_FULL`).
+    #[error("cache is full: {needed} bytes needed, {available} available")]
+    CacheFull {
+        /// Bytes the entry would be charged (key + value + per-entry overhead).
+        needed: u64,
+        /// Bytes left under the cache's budget.
+        available: u64,
+    },
+    /// A single value is larger than the cache accepts; the previous value, if any, is kept.
+    #[error("value of {size} bytes exceeds the limit of {limit} bytes")]
+    ValueTooLarge {
+        /// The value's size.
+        size: u64,
+        /// The largest value accepted.
+        limit: u64,
+    },
+    /// The caller's buffer is smaller than the value; nothing was written.
+    #[error("buffer of {given} bytes is smaller than the value's {needed} bytes")]
+    BufferTooSmall {
+        /// The value's size.
+        needed: u64,
+        /// The buffer's size.
+        given: u64,
+    },
+    /// The cache kind is disabled by cache control (`DXGI_ERROR_NOT_CURRENTLY_AVAILABLE`).
+    #[error("cache is disabled by cache control")]
+    NotCurrentlyAvailable,
+    /// An argument is out of its allowed range.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The feature exists in the API but is not implemented yet.
+    #[error("unsupported: {0}")]
+    Unsupported(&'static str),
+}
+
+/// Shorthand for `Result<T, gpucache::Error>`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,24 @@
+//! gpucache: a shader and pipeline cache engine.
+//!
+//! - [`Store`]: the memory tier, a thread-safe key/value blob store bounded by bytes and
+//!   entries, with a pluggable [`EvictionPolicy`] (LRU or S3-FIFO).
+//! - [`session`]: D3D12-style cache sessions (identifier, version, limits, find/store with
+//!   typed errors, a process-wide registry, cache control by kind).
+//! - [`egl`]: the EGL_ANDROID_blob_cache `set`/`get` contract over a process-global cache.
+//!
+//! The core is synchronous: no async runtime, plain threads where background work is needed.
+#![warn(missing_docs)]
+
+pub mod egl;
+mod error;
+mod hash;
+mod policy;
+pub mod session;
+mod store;
+
+pub use bytes::Bytes;
+pub use error::{Error, Result};
+pub use hash::{KeyHasher, Xxh3KeyHasher};
+pub use policy::{EntryId, EvictionPolicy, Lru, PolicyKind, S3Fifo};
+pub use session::{cache_control, CacheControl, CacheKinds};
+pub use store::{MemoryPressure, Store, StoreBuilder, StoreStats, ENTRY_OVERHEAD};

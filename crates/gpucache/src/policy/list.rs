@@ -1,0 +1,157 @@
+//! Intrusive doubly-linked queues over dense entry ids.
+//!
+//! Several queues may share one [`Links`] table as long as each id is on at most one queue
+//! at a time; that is how S3-FIFO keeps its small and main queues without allocating.
+
+use super::EntryId;
+
+pub(crate) const NIL: EntryId = EntryId::MAX;
+
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    prev: EntryId,
+    next: EntryId,
+}
+
+/// The per-id link table shared by queues.
+#[derive(Debug, Default)]
+pub(crate) struct Links {
+    nodes: Vec<Node>,
+}
+
+impl Links {
+    /// Makes room for `id`.
+    pub(crate) fn ensure(&mut self, id: EntryId) {
+        let needed = id as usize + 1;
+        if self.nodes.len() < needed {
+            self.nodes.resize(
+                needed,
+                Node {
+                    prev: NIL,
+                    next: NIL,
+                },
+            );
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.nodes.clear();
+    }
+}
+
+/// One FIFO queue: ids are pushed at the back and popped at the front.
+#[derive(Debug)]
+pub(crate) struct Queue {
+    head: EntryId,
+    tail: EntryId,
+    len: usize,
+}
+
+impl Default for Queue {
+    fn default() -> Self {
+        Self {
+            head: NIL,
+            tail: NIL,
+            len: 0,
+        }
+    }
+}
+
+impl Queue {
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Appends `id`, which must not be on any queue sharing `links`.
+    pub(crate) fn push_back(&mut self, links: &mut Links, id: EntryId) {
+        links.ensure(id);
+        links.nodes[id as usize] = Node {
+            prev: self.tail,
+            next: NIL,
+        };
+        if self.tail == NIL {
+            self.head = id;
+        } else {
+            links.nodes[self.tail as usize].next = id;
+        }
+        self.tail = id;
+        self.len += 1;
+    }
+
+    /// Removes and returns the oldest id.
+    pub(crate) fn pop_front(&mut self, links: &mut Links) -> Option<EntryId> {
+        if self.head == NIL {
+            return None;
+        }
+        let id = self.head;
+        self.unlink(links, id);
+        Some(id)
+    }
+
+    /// Removes `id`, which must be on this queue.
+    pub(crate) fn unlink(&mut self, links: &mut Links, id: EntryId) {
+        let Node { prev, next } = links.nodes[id as usize];
+        if prev == NIL {
+            self.head = next;
+        } else {
+            links.nodes[prev as usize].next = next;
+        }
+        if next == NIL {
+            self.tail = prev;
+        } else {
+            links.nodes[next as usize].prev = prev;
+        }
+        self.len -= 1;
+    }
+
+    /// Moves `id`, which must be on this queue, to the back.
+    pub(crate) fn move_to_back(&mut self, links: &mut Links, id: EntryId) {
+        if self.tail != id {
+            self.unlink(links, id);
+            self.push_back(links, id);
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        *self = Self::default();
+    }
+
+    /// The ids from front to back (tests only).
+    #[cfg(test)]
+    pub(crate) fn to_vec(&self, links: &Links) -> Vec<EntryId> {
+        let mut out = Vec::new();
+        let mut at = self.head;
+        while at != NIL {
+            out.push(at);
+            at = links.nodes[at as usize].next;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queues_share_links() {
+        let mut links = Links::default();
+        let (mut a, mut b) = (Queue::default(), Queue::default());
+        for id in [3, 1, 4] {
+            a.push_back(&mut links, id);
+        }
+        b.push_back(&mut links, 0);
+        b.push_back(&mut links, 9);
+        a.move_to_back(&mut links, 3);
+        assert_eq!(a.to_vec(&links), vec![1, 4, 3]);
+        a.unlink(&mut links, 4);
+        assert_eq!(a.to_vec(&links), vec![1, 3]);
+        assert_eq!(b.pop_front(&mut links), Some(0));
+        b.push_back(&mut links, 4);
+        assert_eq!(b.to_vec(&links), vec![9, 4]);
+        assert_eq!((a.len(), b.len()), (2, 2));
+        assert_eq!(a.pop_front(&mut links), Some(1));
+        assert_eq!(a.pop_front(&mut links), Some(3));
+        assert_eq!(a.pop_front(&mut links), None);
+    }
+}

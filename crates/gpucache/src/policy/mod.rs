@@ -1,0 +1,131 @@
+//! Eviction policies.
+//!
+//! A policy only orders entries; its owner (the memory tier, later the disk tier and the
+//! discardable manager) keeps the entries, checks the budget and asks the policy for victims
+//! until the budget holds. Entries are named by small dense ids that the owner reuses.
+
+mod list;
+mod lru;
+mod s3fifo;
+
+use std::fmt;
+
+pub use lru::Lru;
+pub use s3fifo::S3Fifo;
+
+/// A dense id naming one entry tracked by a policy (a slot index of the owner).
+pub type EntryId = u32;
+
+/// Orders entries for eviction.
+///
+/// The owner guarantees: `insert` only for an id not tracked, `touch` and `remove` only for a
+/// tracked id. `evict` picks a victim, stops tracking it and returns it.
+pub trait EvictionPolicy: Send + fmt::Debug {
+    /// Starts tracking `id`. `key_hash` identifies the key across re-insertions (ids are
+    /// reused, hashes are not); `weight` is what the entry costs against the budget.
+    fn insert(&mut self, id: EntryId, key_hash: u64, weight: u64);
+    /// Records a hit on `id`.
+    fn touch(&mut self, id: EntryId);
+    /// Stops tracking `id` because its owner removed it (not an eviction).
+    fn remove(&mut self, id: EntryId);
+    /// Chooses the next victim, stops tracking it and returns it; `None` when empty.
+    fn evict(&mut self) -> Option<EntryId>;
+    /// Number of tracked ids.
+    fn len(&self) -> usize;
+    /// Whether nothing is tracked.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Forgets everything, including any history of evicted keys.
+    fn clear(&mut self);
+}
+
+/// The policies gpucache ships.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PolicyKind {
+    /// Least recently used: the seeds' choice. Thrashes on a loop just larger than the cache.
+    Lru,
+    /// S3-FIFO (Yang et al., SOSP 2023): a small probationary FIFO, a main FIFO with
+    /// reinsertion, and a ghost queue of recently evicted keys. Resists scans and loops.
+    #[default]
+    S3Fifo,
+}
+
+impl PolicyKind {
+    /// A fresh policy of this kind.
+    pub fn build(self) -> Box<dyn EvictionPolicy> {
+        match self {
+            PolicyKind::Lru => Box::new(Lru::default()),
+            PolicyKind::S3Fifo => Box::new(S3Fifo::default()),
+        }
+    }
+
+    /// The policy's short name, as printed by tools.
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyKind::Lru => "lru",
+            PolicyKind::S3Fifo => "s3-fifo",
+        }
+    }
+}
+
+impl std::str::FromStr for PolicyKind {
+    type Err = crate::Error;
+
+    fn from_str(s: &str) -> crate::Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "lru" => Ok(PolicyKind::Lru),
+            "s3-fifo" | "s3fifo" => Ok(PolicyKind::S3Fifo),
+            other => Err(crate::Error::InvalidArgument(format!(
+                "unknown eviction policy {other:?} (expected lru or s3-fifo)"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Behaviour every policy must have, whatever its order.
+    fn check_contract(kind: PolicyKind) {
+        let mut p = kind.build();
+        assert!(p.is_empty());
+        assert_eq!(p.evict(), None);
+        for id in 0..10 {
+            p.insert(id, u64::from(id) * 7919, 1);
+        }
+        p.touch(3);
+        p.remove(5);
+        assert_eq!(p.len(), 9);
+        let mut seen = Vec::new();
+        while let Some(id) = p.evict() {
+            seen.push(id);
+        }
+        seen.sort_unstable();
+        assert_eq!(seen, vec![0, 1, 2, 3, 4, 6, 7, 8, 9], "{kind:?}");
+        assert!(p.is_empty());
+        // Ids are reusable after eviction or removal.
+        p.insert(5, 1, 1);
+        p.insert(0, 2, 1);
+        assert_eq!(p.len(), 2);
+        p.clear();
+        assert!(p.is_empty());
+        assert_eq!(p.evict(), None);
+    }
+
+    #[test]
+    fn every_policy_keeps_the_contract() {
+        check_contract(PolicyKind::Lru);
+        check_contract(PolicyKind::S3Fifo);
+    }
+
+    #[test]
+    fn kinds_parse_by_name() {
+        for kind in [PolicyKind::Lru, PolicyKind::S3Fifo] {
+            assert_eq!(kind.name().parse::<PolicyKind>().unwrap(), kind);
+        }
+        assert!("arc".parse::<PolicyKind>().is_err());
+    }
+}

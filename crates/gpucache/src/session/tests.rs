@@ -1,0 +1,304 @@
+use std::sync::Arc;
+
+use super::*;
+use crate::ENTRY_OVERHEAD;
+
+/// Hashes every key to its first byte, so `b"apple"` and `b"avocado"` collide.
+#[derive(Debug)]
+struct FirstByteHasher;
+
+impl KeyHasher for FirstByteHasher {
+    fn hash_key(&self, key: &[u8]) -> u64 {
+        u64::from(key.first().copied().unwrap_or(0))
+    }
+}
+
+fn id(n: u8) -> [u8; 16] {
+    [n; 16]
+}
+
+fn roomy(n: u8) -> SessionDesc {
+    SessionDesc::new(id(n))
+        .max_in_memory_bytes(1 << 20)
+        .max_in_memory_entries(1000)
+}
+
+#[test]
+fn store_then_find_three_ways() {
+    let reg = SessionRegistry::new();
+    let s = reg.open(roomy(1)).unwrap();
+    s.store(b"key", b"value".to_vec()).unwrap();
+    assert_eq!(s.find(b"key").unwrap(), &b"value"[..]);
+    assert_eq!(s.find_size(b"key").unwrap(), 5);
+    let mut buf = [0u8; 8];
+    assert_eq!(s.find_into(b"key", &mut buf).unwrap(), 5);
+    assert_eq!(&buf[..5], b"value");
+}
+
+#[test]
+fn find_of_a_missing_key_is_not_found() {
+    let reg = SessionRegistry::new();
+    let s = reg.open(roomy(1)).unwrap();
+    assert!(matches!(s.find(b"nope"), Err(Error::NotFound)));
+    assert!(matches!(s.find_size(b"nope"), Err(Error::NotFound)));
+}
+
+#[test]
+fn find_into_a_small_buffer_writes_nothing() {
+    let reg = SessionRegistry::new();
+    let s = reg.open(roomy(1)).unwrap();
+    s.store(b"k", vec![9u8; 10]).unwrap();
+    let mut buf = [0u8; 9];
+    let err = s.find_into(b"k", &mut buf).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::BufferTooSmall {
+                needed: 10,
+                given: 9
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(buf, [0u8; 9]);
+}
+
+#[test]
+fn store_of_an_existing_key_is_already_exists_and_keeps_the_value() {
+    let reg = SessionRegistry::new();
+    let s = reg.open(roomy(1)).unwrap();
+    s.store(b"k", b"first".to_vec()).unwrap();
+    assert!(matches!(
+        s.store(b"k", b"second".to_vec()),
+        Err(Error::AlreadyExists(_))
+    ));
+    assert_eq!(s.find(b"k").unwrap(), &b"first"[..]);
+}
+
+#[test]
+fn same_hash_different_key_is_a_hash_collision() {
+    let reg = SessionRegistry::with_hasher(Arc::new(FirstByteHasher));
+    let s = reg.open(roomy(1)).unwrap();
+    s.store(b"apple", b"A".to_vec()).unwrap();
+    assert!(matches!(
+        s.store(b"avocado", b"V".to_vec()),
+        Err(Error::HashCollision)
+    ));
+    assert!(matches!(s.find(b"avocado"), Err(Error::HashCollision)));
+    assert_eq!(s.find(b"apple").unwrap(), &b"A"[..]);
+    assert!(matches!(s.find(b"banana"), Err(Error::NotFound)));
+}
+
+#[test]
+fn a_memory_cache_refuses_instead_of_evicting() {
+    let reg = SessionRegistry::new();
+    // Room for exactly two entries of a 1-byte key and 100-byte value.
+    let budget = 2 * (1 + 100 + ENTRY_OVERHEAD as u32);
+    let s = reg
+        .open(SessionDesc::new(id(1)).max_in_memory_bytes(budget))
+        .unwrap();
+    s.store(b"a", vec![0u8; 100]).unwrap();
+    s.store(b"b", vec![0u8; 100]).unwrap();
+    let err = s.store(b"c", vec![0u8; 100]).unwrap_err();
+    assert!(matches!(err, Error::CacheFull { .. }), "{err}");
+    assert!(
+        s.find(b"a").is_ok() && s.find(b"b").is_ok(),
+        "nothing evicted"
+    );
+    // A value larger than the whole budget is "full" too.
+    assert!(matches!(
+        s.store(b"d", vec![0u8; budget as usize]),
+        Err(Error::CacheFull { .. })
+    ));
+}
+
+#[test]
+fn the_entry_limit_also_makes_the_cache_full() {
+    let reg = SessionRegistry::new();
+    let s = reg
+        .open(
+            SessionDesc::new(id(1))
+                .max_in_memory_bytes(1 << 20)
+                .max_in_memory_entries(2),
+        )
+        .unwrap();
+    s.store(b"a", b"1".to_vec()).unwrap();
+    s.store(b"b", b"2".to_vec()).unwrap();
+    assert!(matches!(
+        s.store(b"c", b"3".to_vec()),
+        Err(Error::CacheFull { available: 0, .. })
+    ));
+}
+
+#[test]
+fn defaults_are_d3d12s_and_zero_means_default() {
+    let reg = SessionRegistry::new();
+    let s = reg
+        .open(
+            SessionDesc::new(id(1))
+                .max_in_memory_bytes(0)
+                .max_in_memory_entries(0),
+        )
+        .unwrap();
+    let d = s.desc();
+    assert_eq!(d.max_in_memory_bytes, 1024);
+    assert_eq!(d.max_in_memory_entries, 128);
+    assert_eq!(d.max_value_file_bytes, 128 << 20);
+    assert_eq!(
+        (d.mode, d.flags, d.version),
+        (CacheMode::Memory, SessionFlags::NONE, 0)
+    );
+    assert_eq!(s.stats().max_bytes, 1024);
+}
+
+#[test]
+fn sessions_with_one_identifier_share_one_cache() {
+    let reg = SessionRegistry::new();
+    let a = reg.open(roomy(1)).unwrap();
+    let b = reg.open(roomy(1).max_in_memory_entries(7)).unwrap();
+    let other = reg.open(roomy(2)).unwrap();
+    a.store(b"k", b"v".to_vec()).unwrap();
+    assert_eq!(b.find(b"k").unwrap(), &b"v"[..]);
+    assert!(matches!(other.find(b"k"), Err(Error::NotFound)));
+    assert_eq!(
+        b.desc().max_in_memory_entries,
+        7,
+        "each session keeps its own desc"
+    );
+    assert_eq!(reg.open_caches(), 2);
+}
+
+#[test]
+fn a_memory_cache_is_gone_after_its_last_session_closes() {
+    let reg = SessionRegistry::new();
+    let a = reg.open(roomy(1)).unwrap();
+    let b = reg.open(roomy(1)).unwrap();
+    a.store(b"k", b"v".to_vec()).unwrap();
+    drop(a);
+    assert!(b.find(b"k").is_ok(), "still open through b");
+    drop(b);
+    assert_eq!(reg.open_caches(), 0);
+    let c = reg.open(roomy(1)).unwrap();
+    assert!(matches!(c.find(b"k"), Err(Error::NotFound)));
+}
+
+#[test]
+fn delete_on_destroy_waits_for_every_session() {
+    let reg = SessionRegistry::new();
+    let a = reg.open(roomy(1)).unwrap();
+    let b = reg.open(roomy(1)).unwrap();
+    a.store(b"k", b"v".to_vec()).unwrap();
+    a.set_delete_on_destroy();
+    drop(a);
+    assert!(b.find(b"k").is_ok());
+    drop(b);
+    assert_eq!(reg.open_caches(), 0);
+}
+
+#[test]
+fn another_version_fails_while_open_and_wipes_once_closed() {
+    let reg = SessionRegistry::new();
+    let v1 = reg.open(roomy(1).version(1)).unwrap();
+    v1.store(b"k", b"v".to_vec()).unwrap();
+    assert!(matches!(
+        reg.open(roomy(1).version(2)),
+        Err(Error::AlreadyExists(_))
+    ));
+    drop(v1);
+    let v2 = reg.open(roomy(1).version(2)).unwrap();
+    assert!(matches!(v2.find(b"k"), Err(Error::NotFound)));
+    assert_eq!(v2.desc().version, 2);
+}
+
+#[test]
+fn disk_mode_is_refused_until_the_disk_tier_exists() {
+    let reg = SessionRegistry::new();
+    let err = reg.open(roomy(1).mode(CacheMode::Disk)).unwrap_err();
+    assert!(matches!(err, Error::Unsupported(_)), "{err}");
+    assert_eq!(reg.open_caches(), 0);
+}
+
+#[test]
+fn control_disable_enable_and_clear() {
+    let reg = SessionRegistry::new();
+    let s = reg.open(roomy(1)).unwrap();
+    s.store(b"k", b"v".to_vec()).unwrap();
+    let app = CacheKinds::APPLICATION_MANAGED;
+
+    reg.control(app, CacheControl::DISABLE).unwrap();
+    assert!(matches!(s.find(b"k"), Err(Error::NotCurrentlyAvailable)));
+    assert!(matches!(
+        s.store(b"x", b"y".to_vec()),
+        Err(Error::NotCurrentlyAvailable)
+    ));
+    assert!(matches!(
+        reg.open(roomy(2)),
+        Err(Error::NotCurrentlyAvailable)
+    ));
+
+    reg.control(app, CacheControl::ENABLE).unwrap();
+    assert_eq!(
+        s.find(b"k").unwrap(),
+        &b"v"[..],
+        "disable keeps the contents"
+    );
+
+    reg.control(app, CacheControl::CLEAR).unwrap();
+    assert!(matches!(s.find(b"k"), Err(Error::NotFound)));
+
+    // Kinds gpucache does not have are accepted and change nothing.
+    s.store(b"k", b"v".to_vec()).unwrap();
+    reg.control(
+        CacheKinds::IMPLICIT_D3D_CONVERSIONS,
+        CacheControl::CLEAR | CacheControl::DISABLE,
+    )
+    .unwrap();
+    assert!(s.find(b"k").is_ok());
+}
+
+#[test]
+fn control_requests_are_validated() {
+    let reg = SessionRegistry::new();
+    let app = CacheKinds::APPLICATION_MANAGED;
+    for (kinds, control) in [
+        (app, CacheControl::DISABLE | CacheControl::ENABLE),
+        (app, CacheControl::default()),
+        (CacheKinds::default(), CacheControl::CLEAR),
+    ] {
+        assert!(matches!(
+            reg.control(kinds, control),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+    assert_eq!(CacheKinds::from_bits(0x10), None);
+    assert_eq!(CacheControl::from_bits(0x8), None);
+    assert_eq!(SessionFlags::from_bits(0x4), None);
+    assert_eq!(CacheKinds::from_bits(0xF).map(CacheKinds::bits), Some(0xF));
+    assert!(SessionFlags::from_bits(3)
+        .unwrap()
+        .contains(SessionFlags::DRIVER_VERSIONED | SessionFlags::USE_WORKING_DIR));
+}
+
+#[test]
+fn sessions_are_usable_from_many_threads() {
+    let reg = SessionRegistry::new();
+    let desc = SessionDesc::new(id(1))
+        .max_in_memory_bytes(64 << 20)
+        .max_in_memory_entries(100_000);
+    std::thread::scope(|scope| {
+        for t in 0..4u8 {
+            let reg = &reg;
+            let desc = desc.clone();
+            scope.spawn(move || {
+                let s = reg.open(desc).unwrap();
+                for i in 0..500u32 {
+                    let key = [&[t][..], &i.to_le_bytes()].concat();
+                    s.store(&key, key.clone()).unwrap();
+                    assert_eq!(s.find(&key).unwrap(), key);
+                }
+            });
+        }
+    });
+    // Every session closed, so the memory cache is gone.
+    assert_eq!(reg.open_caches(), 0);
+}

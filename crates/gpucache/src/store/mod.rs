@@ -1,0 +1,305 @@
+//! The memory tier: a thread-safe, bounded key/value blob store.
+//!
+//! Keys and values are arbitrary bytes. The store is split into shards, each a mutex around
+//! an index, its slots and an eviction policy; a key's hash picks its shard. Budgets are
+//! divided evenly between shards, so the sum of the shards' charges never exceeds the
+//! configured totals.
+
+mod shard;
+mod stats;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+
+use crate::hash::{KeyHasher, Xxh3KeyHasher};
+use crate::policy::PolicyKind;
+use crate::{Error, Result};
+use shard::Shard;
+pub use shard::ENTRY_OVERHEAD;
+pub(crate) use shard::{Lookup, OnExisting, WhenFull};
+pub use stats::StoreStats;
+
+/// How hard the process is pressed for memory (Chromium's memory-pressure levels).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemoryPressure {
+    /// Trim to a quarter of the byte budget.
+    Moderate,
+    /// Drop everything.
+    Critical,
+}
+
+/// Configures and builds a [`Store`].
+#[derive(Clone, Debug)]
+pub struct StoreBuilder {
+    max_bytes: u64,
+    max_entries: u64,
+    max_value_size: Option<u64>,
+    policy: PolicyKind,
+    shards: Option<usize>,
+    hasher: Option<Arc<dyn KeyHasher>>,
+}
+
+impl Default for StoreBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl StoreBuilder {
+    /// A builder with the defaults stated on each setter.
+    pub fn new() -> Self {
+        Self {
+            max_bytes: 64 << 20,
+            max_entries: u64::MAX,
+            max_value_size: None,
+            policy: PolicyKind::default(),
+            shards: None,
+            hasher: None,
+        }
+    }
+
+    /// Total bytes charged (key + value + [`ENTRY_OVERHEAD`] per entry). Default 64 MiB.
+    pub fn max_bytes(mut self, bytes: u64) -> Self {
+        self.max_bytes = bytes;
+        self
+    }
+
+    /// Total entries. Default: unbounded (only bytes bound the store).
+    pub fn max_entries(mut self, entries: u64) -> Self {
+        self.max_entries = entries;
+        self
+    }
+
+    /// Largest value accepted; a larger one is refused with [`Error::ValueTooLarge`] and the
+    /// previous value of its key is kept. Default: whatever fits in one shard's byte budget.
+    pub fn max_value_size(mut self, bytes: u64) -> Self {
+        self.max_value_size = Some(bytes);
+        self
+    }
+
+    /// Eviction policy. Default [`PolicyKind::S3Fifo`].
+    pub fn policy(mut self, policy: PolicyKind) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Number of shards, rounded up to a power of two. Default: automatic, 4 per CPU up to
+    /// 64, fewer for small budgets so that each shard keeps at least 1 MiB and 64 entries
+    /// (a D3D12 session with its default budget of 1 KiB and 128 entries has one shard).
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = Some(shards);
+        self
+    }
+
+    /// Key hasher. Default [`Xxh3KeyHasher`] with a random seed.
+    pub fn hasher(mut self, hasher: Arc<dyn KeyHasher>) -> Self {
+        self.hasher = Some(hasher);
+        self
+    }
+
+    /// Builds the store.
+    pub fn build(self) -> Result<Store> {
+        if self.shards == Some(0) {
+            return Err(Error::InvalidArgument("shards must be at least 1".into()));
+        }
+        let shard_count = self
+            .shards
+            .unwrap_or_else(|| auto_shards(self.max_bytes, self.max_entries))
+            .clamp(1, 1 << 16)
+            .next_power_of_two();
+        let n = shard_count as u64;
+        let shard_bytes = self.max_bytes / n;
+        let shard_entries = self.max_entries / n;
+        let max_value_size = self
+            .max_value_size
+            .unwrap_or(u64::MAX)
+            .min(shard_bytes.saturating_sub(ENTRY_OVERHEAD));
+        let shards = (0..shard_count)
+            .map(|_| {
+                Mutex::new(Shard::new(
+                    self.policy.build(),
+                    shard_bytes,
+                    shard_entries,
+                    max_value_size,
+                ))
+            })
+            .collect();
+        Ok(Store {
+            shards,
+            shard_shift: 64 - shard_count.trailing_zeros(),
+            hasher: self
+                .hasher
+                .unwrap_or_else(|| Arc::new(Xxh3KeyHasher::new())),
+            max_value_size,
+            policy: self.policy,
+        })
+    }
+}
+
+fn auto_shards(max_bytes: u64, max_entries: u64) -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut shards = (cpus * 4).min(64).next_power_of_two() as u64;
+    while shards > 1 && (max_bytes / shards < (1 << 20) || max_entries / shards < 64) {
+        shards /= 2;
+    }
+    shards as usize
+}
+
+/// A thread-safe, bounded key/value blob store (the memory tier).
+///
+/// ```
+/// let store = gpucache::StoreBuilder::new().max_bytes(1 << 20).build().unwrap();
+/// store.insert(b"key", b"value".to_vec()).unwrap();
+/// assert_eq!(store.get(b"key").as_deref(), Some(&b"value"[..]));
+/// ```
+#[derive(Debug)]
+pub struct Store {
+    shards: Box<[Mutex<Shard>]>,
+    /// `64 - log2(shards)`: the shard is the top bits of the mixed hash.
+    shard_shift: u32,
+    hasher: Arc<dyn KeyHasher>,
+    max_value_size: u64,
+    policy: PolicyKind,
+}
+
+impl Store {
+    /// A builder with default settings.
+    pub fn builder() -> StoreBuilder {
+        StoreBuilder::new()
+    }
+
+    /// The value stored for `key`, without copying it.
+    pub fn get(&self, key: &[u8]) -> Option<Bytes> {
+        match self.lookup(key) {
+            Lookup::Hit(value) => Some(value),
+            Lookup::Miss | Lookup::Collision => None,
+        }
+    }
+
+    /// Copies the value for `key` into `buf` if it fits, C style.
+    ///
+    /// Returns the value's size if the key is present (whether or not it was copied) and
+    /// `None` if it is not. Nothing is written to `buf` unless `buf.len() >= size`.
+    pub fn get_into(&self, key: &[u8], buf: &mut [u8]) -> Option<usize> {
+        let value = self.get(key)?;
+        if let Some(dst) = buf.get_mut(..value.len()) {
+            dst.copy_from_slice(&value);
+        }
+        Some(value.len())
+    }
+
+    /// Whether `key` is present. Counts neither a hit nor a miss and leaves the order alone.
+    pub fn contains(&self, key: &[u8]) -> bool {
+        let hash = self.hasher.hash_key(key);
+        self.shard(hash).lock().contains(hash, key)
+    }
+
+    /// Stores `value` for `key`; the newest value wins, evicting others as needed.
+    ///
+    /// Fails with [`Error::ValueTooLarge`] (keeping any previous value) when the entry cannot
+    /// fit even in an empty shard. A stored key whose hash equals this one's is displaced.
+    pub fn insert(&self, key: &[u8], value: impl Into<Bytes>) -> Result<()> {
+        self.insert_with(key, value.into(), OnExisting::Replace, WhenFull::Evict)
+    }
+
+    /// Removes `key`; returns whether it was present.
+    pub fn remove(&self, key: &[u8]) -> bool {
+        let hash = self.hasher.hash_key(key);
+        self.shard(hash).lock().remove(hash, key)
+    }
+
+    /// Removes every entry. Counters are kept.
+    pub fn clear(&self) {
+        for shard in self.shards.iter() {
+            shard.lock().clear();
+        }
+    }
+
+    /// Gives memory back under pressure: [`MemoryPressure::Moderate`] evicts in policy order
+    /// down to a quarter of the byte budget, [`MemoryPressure::Critical`] drops everything.
+    pub fn trim(&self, pressure: MemoryPressure) {
+        for shard in self.shards.iter() {
+            let mut shard = shard.lock();
+            let target = match pressure {
+                MemoryPressure::Moderate => shard.stats().max_bytes / 4,
+                MemoryPressure::Critical => 0,
+            };
+            shard.evict_to(target);
+        }
+    }
+
+    /// Counters summed over the shards (each shard is read under its own lock, so the sum is
+    /// not one atomic snapshot while other threads write).
+    pub fn stats(&self) -> StoreStats {
+        let mut total = StoreStats::default();
+        for shard in self.shards.iter() {
+            total.add(&shard.lock().stats());
+        }
+        total
+    }
+
+    /// Number of entries held.
+    pub fn len(&self) -> usize {
+        self.stats().entries as usize
+    }
+
+    /// Whether the store holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The largest value this store accepts.
+    pub fn max_value_size(&self) -> u64 {
+        self.max_value_size
+    }
+
+    /// The eviction policy in use.
+    pub fn policy(&self) -> PolicyKind {
+        self.policy
+    }
+
+    /// A copy of every entry (order unspecified). Shards are read one at a time.
+    pub fn entries(&self) -> Vec<(Bytes, Bytes)> {
+        let mut out = Vec::new();
+        for shard in self.shards.iter() {
+            shard
+                .lock()
+                .for_each(&mut |k, v| out.push((Bytes::copy_from_slice(k), v.clone())));
+        }
+        out
+    }
+
+    pub(crate) fn lookup(&self, key: &[u8]) -> Lookup {
+        let hash = self.hasher.hash_key(key);
+        self.shard(hash).lock().lookup(hash, key)
+    }
+
+    pub(crate) fn insert_with(
+        &self,
+        key: &[u8],
+        value: Bytes,
+        on_existing: OnExisting,
+        when_full: WhenFull,
+    ) -> Result<()> {
+        let hash = self.hasher.hash_key(key);
+        self.shard(hash)
+            .lock()
+            .insert(hash, key, value, on_existing, when_full)
+    }
+
+    #[inline]
+    fn shard(&self, hash: u64) -> &Mutex<Shard> {
+        if self.shards.len() == 1 {
+            return &self.shards[0];
+        }
+        // Mix before taking the top bits: the map inside the shard uses the hash as is, and
+        // an injected hasher may put all its entropy in the low bits.
+        let mixed = hash.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        &self.shards[(mixed >> self.shard_shift) as usize]
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,352 @@
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use super::shard::charge_of;
+use super::*;
+
+/// Hashes every key to its first byte: distinct keys collide on purpose.
+#[derive(Debug)]
+struct FirstByteHasher;
+
+impl KeyHasher for FirstByteHasher {
+    fn hash_key(&self, key: &[u8]) -> u64 {
+        u64::from(key.first().copied().unwrap_or(0))
+    }
+}
+
+fn store(max_bytes: u64, policy: PolicyKind) -> Store {
+    StoreBuilder::new()
+        .max_bytes(max_bytes)
+        .policy(policy)
+        .shards(1)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn round_trip_and_newest_value_wins() {
+    let s = store(1 << 20, PolicyKind::S3Fifo);
+    assert_eq!(s.get(b"k"), None);
+    s.insert(b"k", b"one".to_vec()).unwrap();
+    s.insert(b"k", b"two!".to_vec()).unwrap();
+    assert_eq!(s.get(b"k").as_deref(), Some(&b"two!"[..]));
+    let st = s.stats();
+    assert_eq!((st.entries, st.stores, st.hits, st.misses), (1, 2, 1, 1));
+    assert_eq!(st.bytes, charge_of(1, 4));
+}
+
+#[test]
+fn values_come_back_without_copying() {
+    let s = store(1 << 20, PolicyKind::Lru);
+    let value = Bytes::from(vec![7u8; 4096]);
+    s.insert(b"k", value.clone()).unwrap();
+    let got = s.get(b"k").unwrap();
+    assert_eq!(got.as_ptr(), value.as_ptr(), "same allocation");
+}
+
+#[test]
+fn get_into_copies_only_when_the_buffer_is_large_enough() {
+    let s = store(1 << 20, PolicyKind::Lru);
+    s.insert(b"k", vec![1u8, 2, 3, 4]).unwrap();
+    let mut small = [0xEEu8; 3];
+    assert_eq!(s.get_into(b"k", &mut small), Some(4));
+    assert_eq!(small, [0xEE; 3], "never written when too small");
+    let mut big = [0xEEu8; 6];
+    assert_eq!(s.get_into(b"k", &mut big), Some(4));
+    assert_eq!(
+        big,
+        [1, 2, 3, 4, 0xEE, 0xEE],
+        "nothing written past the value"
+    );
+    let mut exact = [0u8; 4];
+    assert_eq!(s.get_into(b"k", &mut exact), Some(4));
+    assert_eq!(s.get_into(b"missing", &mut exact), None);
+}
+
+#[test]
+fn too_large_value_is_refused_and_the_old_one_kept() {
+    let s = StoreBuilder::new()
+        .max_bytes(1 << 20)
+        .max_value_size(100)
+        .shards(1)
+        .build()
+        .unwrap();
+    s.insert(b"k", vec![1u8; 100]).unwrap();
+    let err = s.insert(b"k", vec![2u8; 101]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::ValueTooLarge {
+                size: 101,
+                limit: 100
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(s.get(b"k").unwrap(), vec![1u8; 100]);
+    assert_eq!(s.stats().rejected_too_large, 1);
+    // An entry larger than the whole budget is refused too, whatever max_value_size says.
+    let tiny = store(200, PolicyKind::Lru);
+    assert!(matches!(
+        tiny.insert(b"k", vec![0u8; 100]),
+        Err(Error::ValueTooLarge { .. })
+    ));
+}
+
+#[test]
+fn colliding_keys_never_alias() {
+    let s = StoreBuilder::new()
+        .hasher(Arc::new(FirstByteHasher))
+        .shards(1)
+        .build()
+        .unwrap();
+    s.insert(b"apple", b"A".to_vec()).unwrap();
+    // Same hash, different key: a miss, never apple's bytes.
+    assert_eq!(s.get(b"avocado"), None);
+    assert!(!s.contains(b"avocado"));
+    assert!(!s.remove(b"avocado"));
+    // Storing the colliding key displaces the old one (newest wins).
+    s.insert(b"avocado", b"V".to_vec()).unwrap();
+    assert_eq!(s.get(b"avocado").as_deref(), Some(&b"V"[..]));
+    assert_eq!(s.get(b"apple"), None);
+    assert_eq!(s.len(), 1);
+}
+
+#[test]
+fn byte_budget_evicts_and_is_never_exceeded() {
+    for policy in [PolicyKind::Lru, PolicyKind::S3Fifo] {
+        let budget = 10 * charge_of(2, 100);
+        let s = store(budget, policy);
+        for i in 0..100u16 {
+            s.insert(&i.to_le_bytes(), vec![0u8; 100]).unwrap();
+            assert!(s.stats().bytes <= budget);
+        }
+        let st = s.stats();
+        assert_eq!(st.entries, 10, "{policy:?}");
+        assert_eq!(st.evictions, 90);
+        assert!(s.get(&99u16.to_le_bytes()).is_some(), "newest is kept");
+    }
+}
+
+#[test]
+fn entry_budget_evicts() {
+    let s = StoreBuilder::new()
+        .max_entries(5)
+        .shards(1)
+        .policy(PolicyKind::Lru)
+        .build()
+        .unwrap();
+    for i in 0..8u8 {
+        s.insert(&[i], vec![i]).unwrap();
+    }
+    assert_eq!(s.len(), 5);
+    assert_eq!(s.get(&[2]), None);
+    assert!(s.get(&[3]).is_some());
+}
+
+#[test]
+fn lru_store_evicts_the_least_recently_used() {
+    let s = StoreBuilder::new()
+        .max_entries(3)
+        .shards(1)
+        .policy(PolicyKind::Lru)
+        .build()
+        .unwrap();
+    for k in [b"a", b"b", b"c"] {
+        s.insert(k, b"v".to_vec()).unwrap();
+    }
+    s.get(b"a");
+    s.insert(b"d", b"v".to_vec()).unwrap();
+    assert!(s.contains(b"a"));
+    assert!(!s.contains(b"b"));
+}
+
+#[test]
+fn memory_pressure_trims_to_a_quarter_or_to_nothing() {
+    let budget = 100 * charge_of(4, 50);
+    let s = store(budget, PolicyKind::S3Fifo);
+    for i in 0..100u32 {
+        s.insert(&i.to_le_bytes(), vec![0u8; 50]).unwrap();
+    }
+    s.trim(MemoryPressure::Moderate);
+    let st = s.stats();
+    assert!(st.bytes <= budget / 4, "{} > {}", st.bytes, budget / 4);
+    assert!(st.entries > 0);
+    s.trim(MemoryPressure::Critical);
+    assert_eq!(s.stats().bytes, 0);
+    assert!(s.is_empty());
+}
+
+#[test]
+fn remove_clear_and_contains() {
+    let s = store(1 << 20, PolicyKind::S3Fifo);
+    s.insert(b"a", b"1".to_vec()).unwrap();
+    s.insert(b"b", b"2".to_vec()).unwrap();
+    assert!(s.contains(b"a"));
+    assert_eq!(
+        s.stats().hits + s.stats().misses,
+        0,
+        "contains counts nothing"
+    );
+    assert!(s.remove(b"a"));
+    assert!(!s.remove(b"a"));
+    assert_eq!(s.len(), 1);
+    s.clear();
+    assert!(s.is_empty());
+    assert_eq!(s.stats().bytes, 0);
+    s.insert(b"c", b"3".to_vec()).unwrap();
+    assert_eq!(
+        s.entries(),
+        vec![(Bytes::from_static(b"c"), Bytes::from_static(b"3"))]
+    );
+}
+
+#[test]
+fn empty_keys_and_values_are_entries_like_any_other() {
+    let s = store(1 << 20, PolicyKind::Lru);
+    s.insert(b"", Vec::new()).unwrap();
+    assert_eq!(s.get(b"").as_deref(), Some(&b""[..]));
+}
+
+#[test]
+fn builder_validates_and_shards_split_the_budget() {
+    assert!(matches!(
+        StoreBuilder::new().shards(0).build(),
+        Err(Error::InvalidArgument(_))
+    ));
+    let s = StoreBuilder::new()
+        .max_bytes(8 << 20)
+        .max_entries(800)
+        .shards(8)
+        .build()
+        .unwrap();
+    let st = s.stats();
+    assert_eq!((st.max_bytes, st.max_entries), (8 << 20, 800));
+    assert_eq!(s.max_value_size(), (1 << 20) - ENTRY_OVERHEAD);
+    // A small budget gets one shard automatically, so no value is refused that fits.
+    let small = StoreBuilder::new().max_bytes(4096).build().unwrap();
+    small.insert(b"k", vec![0u8; 3000]).unwrap();
+}
+
+#[test]
+fn sharded_store_holds_its_budget_under_concurrent_writers() {
+    let budget = 256 * charge_of(8, 1000);
+    let s = Arc::new(
+        StoreBuilder::new()
+            .max_bytes(budget)
+            .shards(4)
+            .build()
+            .unwrap(),
+    );
+    std::thread::scope(|scope| {
+        for t in 0..4u64 {
+            let s = Arc::clone(&s);
+            scope.spawn(move || {
+                for i in 0..5_000u64 {
+                    let key = (t << 32 | i).to_le_bytes();
+                    s.insert(&key, vec![t as u8; 1000]).unwrap();
+                    if let Some(v) = s.get(&((t << 32) | (i / 2)).to_le_bytes()) {
+                        assert!(v.iter().all(|&b| b == t as u8));
+                    }
+                }
+            });
+        }
+    });
+    let st = s.stats();
+    assert!(st.bytes <= budget);
+    assert_eq!(st.stores, 20_000);
+    assert_eq!(st.stores - st.evictions, st.entries);
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(u8, usize),
+    Get(u8),
+    Remove(u8),
+    Trim,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        5 => (0u8..24, 0usize..400).prop_map(|(k, n)| Op::Insert(k, n)),
+        5 => (0u8..24).prop_map(Op::Get),
+        1 => (0u8..24).prop_map(Op::Remove),
+        1 => Just(Op::Trim),
+    ]
+}
+
+proptest! {
+    /// Against a reference model of the latest value per key: a hit returns exactly the latest
+    /// value stored, a removed key misses, the budgets always hold and the counters add up.
+    #[test]
+    fn behaves_like_the_reference_model(
+        ops in proptest::collection::vec(op(), 1..300),
+        lru in any::<bool>(),
+        weak_hash in any::<bool>(),
+        max_entries in 1u64..16,
+    ) {
+        let policy = if lru { PolicyKind::Lru } else { PolicyKind::S3Fifo };
+        let max_bytes = 2_000;
+        let mut builder = StoreBuilder::new()
+            .max_bytes(max_bytes)
+            .max_entries(max_entries)
+            .max_value_size(500)
+            .policy(policy)
+            .shards(1);
+        if weak_hash {
+            builder = builder.hasher(Arc::new(FirstByteHasher));
+        }
+        let s = builder.build().unwrap();
+        let mut latest: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
+        let (mut gets, mut stores, mut version) = (0u64, 0u64, 0u8);
+        for op in ops {
+            match op {
+                Op::Insert(k, n) => {
+                    // Keys share first bytes in pairs so the weak hasher collides.
+                    let key = vec![k / 2, k];
+                    version = version.wrapping_add(1);
+                    let value = vec![version; n];
+                    let fits = charge_of(key.len(), n) <= max_bytes && n <= 500;
+                    match s.insert(&key, value.clone()) {
+                        Ok(()) => {
+                            prop_assert!(fits);
+                            stores += 1;
+                            prop_assert!(s.contains(&key), "just stored is present");
+                            latest.insert(key, value);
+                        }
+                        Err(Error::ValueTooLarge { .. }) => prop_assert!(!fits),
+                        Err(e) => prop_assert!(false, "unexpected {e}"),
+                    }
+                }
+                Op::Get(k) => {
+                    gets += 1;
+                    let key = vec![k / 2, k];
+                    if let Some(v) = s.get(&key) {
+                        prop_assert_eq!(Some(&v.to_vec()), latest.get(&key));
+                    }
+                }
+                Op::Remove(k) => {
+                    let key = vec![k / 2, k];
+                    s.remove(&key);
+                    latest.remove(&key);
+                    prop_assert!(!s.contains(&key));
+                }
+                Op::Trim => s.trim(MemoryPressure::Moderate),
+            }
+            let st = s.stats();
+            prop_assert!(st.bytes <= max_bytes);
+            prop_assert!(st.entries <= max_entries);
+            prop_assert_eq!(st.hits + st.misses, gets);
+            prop_assert_eq!(st.stores, stores);
+            let held = s.entries();
+            prop_assert_eq!(held.len() as u64, st.entries);
+            let charged: u64 = held.iter().map(|(k, v)| charge_of(k.len(), v.len())).sum();
+            prop_assert_eq!(charged, st.bytes);
+            for (k, v) in &held {
+                prop_assert_eq!(Some(&v.to_vec()), latest.get(&k.to_vec()));
+            }
+        }
+    }
+}
