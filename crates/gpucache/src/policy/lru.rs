@@ -19,6 +19,10 @@ impl EvictionPolicy for Lru {
         self.queue.move_to_back(&mut self.links, id);
     }
 
+    fn update(&mut self, id: EntryId, _weight: u64) {
+        self.touch(id);
+    }
+
     fn remove(&mut self, id: EntryId) {
         self.queue.unlink(&mut self.links, id);
     }

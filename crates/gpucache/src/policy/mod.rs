@@ -20,12 +20,25 @@ pub type EntryId = u32;
 ///
 /// The owner guarantees: `insert` only for an id not tracked, `touch` and `remove` only for a
 /// tracked id. `evict` picks a victim, stops tracking it and returns it.
-pub trait EvictionPolicy: Send + fmt::Debug {
+pub trait EvictionPolicy: Send + Sync + fmt::Debug {
     /// Starts tracking `id`. `key_hash` identifies the key across re-insertions (ids are
     /// reused, hashes are not); `weight` is what the entry costs against the budget.
     fn insert(&mut self, id: EntryId, key_hash: u64, weight: u64);
     /// Records a hit on `id`.
     fn touch(&mut self, id: EntryId);
+    /// Records a hit on `id` through a shared reference, so that lookups can run under a
+    /// read lock. Returns `false` when the policy needs exclusive access (then the owner calls
+    /// [`touch`](Self::touch) instead); [`shared_touch`](Self::shared_touch) says which.
+    fn touch_shared(&self, _id: EntryId) -> bool {
+        false
+    }
+    /// Whether [`touch_shared`](Self::touch_shared) records hits.
+    fn shared_touch(&self) -> bool {
+        false
+    }
+    /// The entry's value was replaced or resized: it now weighs `weight`, and the change
+    /// counts as an access.
+    fn update(&mut self, id: EntryId, weight: u64);
     /// Stops tracking `id` because its owner removed it (not an eviction).
     fn remove(&mut self, id: EntryId);
     /// Chooses the next victim, stops tracking it and returns it; `None` when empty.
@@ -55,9 +68,13 @@ pub enum PolicyKind {
 impl PolicyKind {
     /// A fresh policy of this kind.
     pub fn build(self) -> Box<dyn EvictionPolicy> {
+        Box::new(self.build_builtin())
+    }
+
+    pub(crate) fn build_builtin(self) -> BuiltinPolicy {
         match self {
-            PolicyKind::Lru => Box::new(Lru::default()),
-            PolicyKind::S3Fifo => Box::new(S3Fifo::default()),
+            PolicyKind::Lru => BuiltinPolicy::Lru(Lru::default()),
+            PolicyKind::S3Fifo => BuiltinPolicy::S3Fifo(S3Fifo::default()),
         }
     }
 
@@ -67,6 +84,61 @@ impl PolicyKind {
             PolicyKind::Lru => "lru",
             PolicyKind::S3Fifo => "s3-fifo",
         }
+    }
+}
+
+/// The shipped policies behind static dispatch, so that the lookup path inlines `touch`.
+#[derive(Debug)]
+pub(crate) enum BuiltinPolicy {
+    Lru(Lru),
+    S3Fifo(S3Fifo),
+}
+
+macro_rules! dispatch {
+    ($self:ident, $p:ident => $e:expr) => {
+        match $self {
+            BuiltinPolicy::Lru($p) => $e,
+            BuiltinPolicy::S3Fifo($p) => $e,
+        }
+    };
+}
+
+impl EvictionPolicy for BuiltinPolicy {
+    #[inline]
+    fn insert(&mut self, id: EntryId, key_hash: u64, weight: u64) {
+        dispatch!(self, p => p.insert(id, key_hash, weight))
+    }
+    #[inline]
+    fn touch(&mut self, id: EntryId) {
+        dispatch!(self, p => p.touch(id))
+    }
+    #[inline]
+    fn touch_shared(&self, id: EntryId) -> bool {
+        dispatch!(self, p => p.touch_shared(id))
+    }
+    #[inline]
+    fn shared_touch(&self) -> bool {
+        dispatch!(self, p => p.shared_touch())
+    }
+    #[inline]
+    fn update(&mut self, id: EntryId, weight: u64) {
+        dispatch!(self, p => p.update(id, weight))
+    }
+    #[inline]
+    fn remove(&mut self, id: EntryId) {
+        dispatch!(self, p => p.remove(id))
+    }
+    #[inline]
+    fn evict(&mut self) -> Option<EntryId> {
+        dispatch!(self, p => p.evict())
+    }
+    #[inline]
+    fn len(&self) -> usize {
+        dispatch!(self, p => p.len())
+    }
+    #[inline]
+    fn clear(&mut self) {
+        dispatch!(self, p => p.clear())
     }
 }
 
@@ -97,6 +169,7 @@ mod tests {
             p.insert(id, u64::from(id) * 7919, 1);
         }
         p.touch(3);
+        p.update(4, 3);
         p.remove(5);
         assert_eq!(p.len(), 9);
         let mut seen = Vec::new();

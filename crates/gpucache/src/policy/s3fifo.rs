@@ -9,6 +9,7 @@
 //! where LRU would evict every key just before its reuse.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use super::list::{Links, Queue};
 use super::{EntryId, EvictionPolicy};
@@ -30,7 +31,6 @@ enum Place {
 struct Meta {
     key_hash: u64,
     weight: u64,
-    freq: u8,
     place: Place,
 }
 
@@ -39,6 +39,10 @@ struct Meta {
 pub struct S3Fifo {
     links: Links,
     meta: Vec<Meta>,
+    /// Hits since insertion or the last pass of the queue's front, saturating at `MAX_FREQ`.
+    /// Atomic so that hits can be recorded under a shared lock; lost updates between racing
+    /// readers only make the count approximate, which the algorithm tolerates.
+    freq: Vec<AtomicU8>,
     small: Queue,
     main: Queue,
     small_weight: u64,
@@ -47,6 +51,10 @@ pub struct S3Fifo {
 }
 
 impl S3Fifo {
+    fn freq(&mut self, id: EntryId) -> &mut u8 {
+        self.freq[id as usize].get_mut()
+    }
+
     fn untrack(&mut self, id: EntryId) {
         let m = self.meta[id as usize];
         match m.place {
@@ -61,7 +69,9 @@ impl EvictionPolicy for S3Fifo {
         let slot = id as usize;
         if self.meta.len() <= slot {
             self.meta.resize(slot + 1, Meta::default());
+            self.freq.resize_with(slot + 1, AtomicU8::default);
         }
+        *self.freq(id) = 0;
         let place = if self.ghost.take(key_hash) {
             Place::Main
         } else {
@@ -70,7 +80,6 @@ impl EvictionPolicy for S3Fifo {
         self.meta[slot] = Meta {
             key_hash,
             weight,
-            freq: 0,
             place,
         };
         match place {
@@ -86,8 +95,34 @@ impl EvictionPolicy for S3Fifo {
     }
 
     fn touch(&mut self, id: EntryId) {
+        let f = self.freq(id);
+        *f = (*f + 1).min(MAX_FREQ);
+    }
+
+    #[inline]
+    fn touch_shared(&self, id: EntryId) -> bool {
+        let f = &self.freq[id as usize];
+        // Load first: a saturated counter is not written, so hot entries keep their cache
+        // line clean across cores.
+        let v = f.load(Ordering::Relaxed);
+        if v < MAX_FREQ {
+            f.store(v + 1, Ordering::Relaxed);
+        }
+        true
+    }
+
+    fn shared_touch(&self) -> bool {
+        true
+    }
+
+    fn update(&mut self, id: EntryId, weight: u64) {
         let m = &mut self.meta[id as usize];
-        m.freq = (m.freq + 1).min(MAX_FREQ);
+        match m.place {
+            Place::Small => self.small_weight = self.small_weight - m.weight + weight,
+            Place::Main => self.main_weight = self.main_weight - m.weight + weight,
+        }
+        m.weight = weight;
+        self.touch(id);
     }
 
     fn remove(&mut self, id: EntryId) {
@@ -106,9 +141,9 @@ impl EvictionPolicy for S3Fifo {
             let small_over_share = self.small_weight * 100 >= total * SMALL_PERCENT;
             if self.small.len() > 0 && (small_over_share || self.main.len() == 0) {
                 let id = self.small.pop_front(&mut self.links)?;
+                let hit = std::mem::take(self.freq(id)) > 0;
                 let m = &mut self.meta[id as usize];
-                if m.freq > 0 {
-                    m.freq = 0;
+                if hit {
                     m.place = Place::Main;
                     self.small_weight -= m.weight;
                     self.main_weight += m.weight;
@@ -121,13 +156,13 @@ impl EvictionPolicy for S3Fifo {
                 return Some(id);
             }
             let id = self.main.pop_front(&mut self.links)?;
-            let m = &mut self.meta[id as usize];
-            if m.freq > 0 {
-                m.freq -= 1;
+            let f = self.freq(id);
+            if *f > 0 {
+                *f -= 1;
                 self.main.push_back(&mut self.links, id);
                 continue;
             }
-            self.main_weight -= m.weight;
+            self.main_weight -= self.meta[id as usize].weight;
             return Some(id);
         }
     }
@@ -227,6 +262,23 @@ mod tests {
         assert_eq!(p.evict(), Some(2));
         assert_eq!(p.evict(), Some(0));
         assert_eq!(p.main_weight + p.small_weight, 0);
+    }
+
+    #[test]
+    fn shared_touch_counts_like_touch_and_update_reweighs() {
+        let mut p = S3Fifo::default();
+        p.insert(0, 1, 5);
+        p.insert(1, 2, 5);
+        assert!(p.shared_touch());
+        for _ in 0..10 {
+            assert!(p.touch_shared(0));
+        }
+        assert_eq!(*p.freq(0), MAX_FREQ);
+        p.update(1, 8);
+        assert_eq!(p.small_weight, 13);
+        // Both were hit: both promoted (counts reset), then main evicts in FIFO order.
+        assert_eq!(p.evict(), Some(0));
+        assert_eq!(p.evict(), Some(1));
     }
 
     #[test]

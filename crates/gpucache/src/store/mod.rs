@@ -5,19 +5,22 @@
 //! divided evenly between shards, so the sum of the shards' charges never exceeds the
 //! configured totals.
 
+mod counter;
+mod key;
 mod shard;
 mod stats;
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use parking_lot::Mutex;
+use parking_lot::RwLock;
 
 use crate::hash::{KeyHasher, Xxh3KeyHasher};
-use crate::policy::PolicyKind;
+use crate::policy::{EvictionPolicy, PolicyKind};
 use crate::{Error, Result};
-use shard::Shard;
+use counter::LookupCounters;
 pub use shard::ENTRY_OVERHEAD;
+use shard::{Found, Shard};
 pub(crate) use shard::{Lookup, OnExisting, WhenFull};
 pub use stats::StoreStats;
 
@@ -118,20 +121,24 @@ impl StoreBuilder {
             .min(shard_bytes.saturating_sub(ENTRY_OVERHEAD));
         let shards = (0..shard_count)
             .map(|_| {
-                Mutex::new(Shard::new(
-                    self.policy.build(),
+                RwLock::new(Shard::new(
+                    self.policy.build_builtin(),
                     shard_bytes,
                     shard_entries,
                     max_value_size,
                 ))
             })
             .collect();
+        let shared_touch = self.policy.build_builtin().shared_touch();
         Ok(Store {
             shards,
             shard_shift: 64 - shard_count.trailing_zeros(),
-            hasher: self
-                .hasher
-                .unwrap_or_else(|| Arc::new(Xxh3KeyHasher::new())),
+            hasher: match self.hasher {
+                Some(custom) => StoreHasher::Custom(custom),
+                None => StoreHasher::Xxh3(Xxh3KeyHasher::new()),
+            },
+            shared_touch,
+            lookups: LookupCounters::default(),
             max_value_size,
             policy: self.policy,
         })
@@ -156,12 +163,34 @@ fn auto_shards(max_bytes: u64, max_entries: u64) -> usize {
 /// ```
 #[derive(Debug)]
 pub struct Store {
-    shards: Box<[Mutex<Shard>]>,
+    shards: Box<[RwLock<Shard>]>,
     /// `64 - log2(shards)`: the shard is the top bits of the mixed hash.
     shard_shift: u32,
-    hasher: Arc<dyn KeyHasher>,
+    hasher: StoreHasher,
+    /// Whether the policy records hits under a read lock (S3-FIFO); if not (LRU), lookups
+    /// take the write lock.
+    shared_touch: bool,
+    /// Lookup counters live outside the shards so that lookups write no shard state.
+    lookups: LookupCounters,
     max_value_size: u64,
     policy: PolicyKind,
+}
+
+/// The default hasher is called directly (inlined); an injected one through its vtable.
+#[derive(Debug)]
+enum StoreHasher {
+    Xxh3(Xxh3KeyHasher),
+    Custom(Arc<dyn KeyHasher>),
+}
+
+impl StoreHasher {
+    #[inline]
+    fn hash_key(&self, key: &[u8]) -> u64 {
+        match self {
+            StoreHasher::Xxh3(h) => h.hash_key(key),
+            StoreHasher::Custom(h) => h.hash_key(key),
+        }
+    }
 }
 
 impl Store {
@@ -193,7 +222,7 @@ impl Store {
     /// Whether `key` is present. Counts neither a hit nor a miss and leaves the order alone.
     pub fn contains(&self, key: &[u8]) -> bool {
         let hash = self.hasher.hash_key(key);
-        self.shard(hash).lock().contains(hash, key)
+        self.shard(hash).read().contains(hash, key)
     }
 
     /// Stores `value` for `key`; the newest value wins, evicting others as needed.
@@ -207,13 +236,13 @@ impl Store {
     /// Removes `key`; returns whether it was present.
     pub fn remove(&self, key: &[u8]) -> bool {
         let hash = self.hasher.hash_key(key);
-        self.shard(hash).lock().remove(hash, key)
+        self.shard(hash).write().remove(hash, key)
     }
 
     /// Removes every entry. Counters are kept.
     pub fn clear(&self) {
         for shard in self.shards.iter() {
-            shard.lock().clear();
+            shard.write().clear();
         }
     }
 
@@ -221,7 +250,7 @@ impl Store {
     /// down to a quarter of the byte budget, [`MemoryPressure::Critical`] drops everything.
     pub fn trim(&self, pressure: MemoryPressure) {
         for shard in self.shards.iter() {
-            let mut shard = shard.lock();
+            let mut shard = shard.write();
             let target = match pressure {
                 MemoryPressure::Moderate => shard.stats().max_bytes / 4,
                 MemoryPressure::Critical => 0,
@@ -235,8 +264,9 @@ impl Store {
     pub fn stats(&self) -> StoreStats {
         let mut total = StoreStats::default();
         for shard in self.shards.iter() {
-            total.add(&shard.lock().stats());
+            total.add(&shard.read().stats());
         }
+        (total.hits, total.misses) = self.lookups.get();
         total
     }
 
@@ -265,7 +295,7 @@ impl Store {
         let mut out = Vec::new();
         for shard in self.shards.iter() {
             shard
-                .lock()
+                .read()
                 .for_each(&mut |k, v| out.push((Bytes::copy_from_slice(k), v.clone())));
         }
         out
@@ -273,7 +303,36 @@ impl Store {
 
     pub(crate) fn lookup(&self, key: &[u8]) -> Lookup {
         let hash = self.hasher.hash_key(key);
-        self.shard(hash).lock().lookup(hash, key)
+        let lock = self.shard(hash);
+        let found = if self.shared_touch {
+            let shard = lock.read();
+            let found = shard.find(hash, key);
+            if let Found::Hit(id, _) = found {
+                shard.touch_shared(id);
+            }
+            found
+        } else {
+            let mut shard = lock.write();
+            let found = shard.find(hash, key);
+            if let Found::Hit(id, _) = found {
+                shard.touch(id);
+            }
+            found
+        };
+        match found {
+            Found::Hit(_, value) => {
+                self.lookups.hit();
+                Lookup::Hit(value)
+            }
+            Found::Miss => {
+                self.lookups.miss();
+                Lookup::Miss
+            }
+            Found::Collision => {
+                self.lookups.miss();
+                Lookup::Collision
+            }
+        }
     }
 
     pub(crate) fn insert_with(
@@ -285,12 +344,12 @@ impl Store {
     ) -> Result<()> {
         let hash = self.hasher.hash_key(key);
         self.shard(hash)
-            .lock()
+            .write()
             .insert(hash, key, value, on_existing, when_full)
     }
 
     #[inline]
-    fn shard(&self, hash: u64) -> &Mutex<Shard> {
+    fn shard(&self, hash: u64) -> &RwLock<Shard> {
         if self.shards.len() == 1 {
             return &self.shards[0];
         }

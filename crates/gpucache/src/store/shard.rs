@@ -4,19 +4,19 @@
 //! slots and never exceeds `max_bytes`; the number of occupied slots never exceeds
 //! `max_entries`; every occupied slot is in `index` under its hash and tracked by `policy`.
 
-use std::collections::HashMap;
-
 use bytes::Bytes;
+use hashbrown::HashTable;
 
+use super::key::StoredKey;
 use super::stats::StoreStats;
-use crate::hash::PassThroughBuildHasher;
-use crate::policy::{EntryId, EvictionPolicy};
+use crate::policy::{BuiltinPolicy, EntryId, EvictionPolicy};
 use crate::{Error, Result};
 
-/// Bytes charged per entry on top of its key and value: the slot (64 B), the index bucket at
-/// the map's maximum load factor (20 B), the policy's bookkeeping (32 B), the allocator's
-/// headers for the key and value allocations (32 B), the free-list id, and the average slack
-/// of the growing slot vector and index. A unit test checks it covers the static sizes.
+/// Bytes charged per entry on top of its key and value: the slot (88 B, keys of up to 32 B
+/// inline), the index bucket and control byte at the table's maximum load (6 B), the policy's
+/// bookkeeping (32 B), allocator headers for a long key and the value (32 B), the free-list id
+/// (4 B), and the average slack of the growing slot vector and index. A unit test checks it
+/// covers the static sizes.
 pub const ENTRY_OVERHEAD: u64 = 192;
 
 /// What a lookup found.
@@ -24,6 +24,13 @@ pub(crate) enum Lookup {
     Hit(Bytes),
     Miss,
     /// Another key with the same hash is stored.
+    Collision,
+}
+
+/// What [`Shard::find`] found: a hit names its slot, so the caller can record it.
+pub(crate) enum Found {
+    Hit(EntryId, Bytes),
+    Miss,
     Collision,
 }
 
@@ -46,18 +53,21 @@ pub(crate) enum WhenFull {
 
 #[derive(Debug)]
 struct Slot {
-    key: Box<[u8]>,
-    value: Bytes,
+    /// First: the index probe reads it, then the key compare, then the value.
     key_hash: u64,
+    key: StoredKey,
+    value: Bytes,
     charge: u64,
 }
 
 #[derive(Debug)]
 pub(crate) struct Shard {
-    index: HashMap<u64, EntryId, PassThroughBuildHasher>,
+    /// Slot ids by key hash. Buckets hold only the 4-byte id (the hash is read from the slot),
+    /// so the index of a hot shard stays in the first-level cache. At most one slot per hash.
+    index: HashTable<EntryId>,
     slots: Vec<Option<Slot>>,
     free: Vec<EntryId>,
-    policy: Box<dyn EvictionPolicy>,
+    policy: BuiltinPolicy,
     bytes: u64,
     entries: u64,
     max_bytes: u64,
@@ -68,13 +78,13 @@ pub(crate) struct Shard {
 
 impl Shard {
     pub(crate) fn new(
-        policy: Box<dyn EvictionPolicy>,
+        policy: BuiltinPolicy,
         max_bytes: u64,
         max_entries: u64,
         max_value_size: u64,
     ) -> Self {
         Self {
-            index: HashMap::default(),
+            index: HashTable::new(),
             slots: Vec::new(),
             free: Vec::new(),
             policy,
@@ -87,30 +97,35 @@ impl Shard {
         }
     }
 
-    pub(crate) fn lookup(&mut self, key_hash: u64, key: &[u8]) -> Lookup {
-        let Some(&id) = self.index.get(&key_hash) else {
-            self.stats.misses += 1;
-            return Lookup::Miss;
+    /// Finds `key` without recording anything. The caller records the hit, through
+    /// [`touch_shared`](Self::touch_shared) under a read lock when the policy allows it, or
+    /// [`touch`](Self::touch) under the write lock.
+    pub(crate) fn find(&self, key_hash: u64, key: &[u8]) -> Found {
+        let Some(id) = self.id_of(key_hash) else {
+            return Found::Miss;
         };
         let slot = self.slots[id as usize]
             .as_ref()
             .expect("indexed slot is occupied");
-        if *slot.key != *key {
-            self.stats.misses += 1;
-            return Lookup::Collision;
+        if !slot.key.matches(key) {
+            return Found::Collision;
         }
-        let value = slot.value.clone();
+        Found::Hit(id, slot.value.clone())
+    }
+
+    pub(crate) fn touch_shared(&self, id: EntryId) {
+        self.policy.touch_shared(id);
+    }
+
+    pub(crate) fn touch(&mut self, id: EntryId) {
         self.policy.touch(id);
-        self.stats.hits += 1;
-        Lookup::Hit(value)
     }
 
     /// Whether the key is present; counts nothing and changes no order.
     pub(crate) fn contains(&self, key_hash: u64, key: &[u8]) -> bool {
-        self.index
-            .get(&key_hash)
-            .and_then(|&id| self.slots[id as usize].as_ref())
-            .is_some_and(|slot| *slot.key == *key)
+        self.id_of(key_hash)
+            .and_then(|id| self.slots[id as usize].as_ref())
+            .is_some_and(|slot| slot.key.matches(key))
     }
 
     pub(crate) fn insert(
@@ -133,15 +148,19 @@ impl Shard {
                 ),
             });
         }
-        if let Some(&id) = self.index.get(&key_hash) {
+        if let Some(id) = self.id_of(key_hash) {
             let same_key = self.slots[id as usize]
                 .as_ref()
-                .is_some_and(|slot| *slot.key == *key);
+                .is_some_and(|slot| slot.key.matches(key));
             match (on_existing, same_key) {
                 (OnExisting::Refuse, true) => {
                     return Err(Error::AlreadyExists("an entry with this key is stored"))
                 }
                 (OnExisting::Refuse, false) => return Err(Error::HashCollision),
+                (OnExisting::Replace, true) if self.fits_in_place(id, charge) => {
+                    self.replace_in_place(id, value, charge);
+                    return Ok(());
+                }
                 (OnExisting::Replace, _) => {
                     self.policy.remove(id);
                     self.free_slot(id);
@@ -179,12 +198,14 @@ impl Shard {
             }
         };
         self.slots[id as usize] = Some(Slot {
-            key: key.into(),
+            key: StoredKey::new(key),
             value,
             key_hash,
             charge,
         });
-        self.index.insert(key_hash, id);
+        let slots = &self.slots;
+        self.index
+            .insert_unique(key_hash, id, |&id| slot_hash(slots, id));
         self.policy.insert(id, key_hash, charge);
         self.bytes += charge;
         self.entries += 1;
@@ -192,11 +213,32 @@ impl Shard {
         Ok(())
     }
 
+    /// Whether replacing slot `id`'s value with one charged `charge` keeps the budget
+    /// without evicting (evicting could pick the entry being replaced).
+    fn fits_in_place(&self, id: EntryId, charge: u64) -> bool {
+        let old = self.slots[id as usize]
+            .as_ref()
+            .map_or(0, |slot| slot.charge);
+        self.bytes - old + charge <= self.max_bytes
+    }
+
+    /// Swaps the value of an existing key: no new slot, key allocation or index change.
+    fn replace_in_place(&mut self, id: EntryId, value: Bytes, charge: u64) {
+        let slot = self.slots[id as usize]
+            .as_mut()
+            .expect("replaced slot is occupied");
+        self.bytes = self.bytes - slot.charge + charge;
+        slot.charge = charge;
+        slot.value = value;
+        self.policy.update(id, charge);
+        self.stats.stores += 1;
+    }
+
     pub(crate) fn remove(&mut self, key_hash: u64, key: &[u8]) -> bool {
         if !self.contains(key_hash, key) {
             return false;
         }
-        let id = self.index[&key_hash];
+        let id = self.id_of(key_hash).expect("contained key is indexed");
         self.policy.remove(id);
         self.free_slot(id);
         true
@@ -235,19 +277,39 @@ impl Shard {
     /// Calls `f` on every entry (order unspecified).
     pub(crate) fn for_each(&self, f: &mut dyn FnMut(&[u8], &Bytes)) {
         for slot in self.slots.iter().flatten() {
-            f(&slot.key, &slot.value);
+            f(slot.key.as_slice(), &slot.value);
         }
     }
 
     fn free_slot(&mut self, id: EntryId) {
+        let key_hash = slot_hash(&self.slots, id);
+        if let Ok(entry) = self.index.find_entry(key_hash, |&other| other == id) {
+            entry.remove();
+        }
         let slot = self.slots[id as usize]
             .take()
             .expect("freed slot is occupied");
-        self.index.remove(&slot.key_hash);
         self.bytes -= slot.charge;
         self.entries -= 1;
         self.free.push(id);
     }
+}
+
+impl Shard {
+    /// The slot holding a key with this hash, if any.
+    #[inline]
+    fn id_of(&self, key_hash: u64) -> Option<EntryId> {
+        let slots = &self.slots;
+        self.index
+            .find(key_hash, |&id| slot_hash(slots, id) == key_hash)
+            .copied()
+    }
+}
+
+/// The key hash of an occupied slot (the index's rehash function).
+#[inline]
+fn slot_hash(slots: &[Option<Slot>], id: EntryId) -> u64 {
+    slots[id as usize].as_ref().map_or(0, |slot| slot.key_hash)
 }
 
 /// What an entry costs against the byte budget.
@@ -264,7 +326,9 @@ mod tests {
         use std::mem::size_of;
         // Slot + index bucket at 7/8 load + one control byte + policy metadata and links
         // (S3-FIFO: 24 B meta, 8 B links) + two allocator headers of 16 B.
-        let index_bucket = (size_of::<(u64, EntryId)>() * 8).div_ceil(7) + 1;
+        // A bucket holds one id; the table keeps at most 7 of every 8 buckets full.
+        let bucket = size_of::<EntryId>();
+        let index_bucket = bucket + bucket.div_ceil(7) + 1;
         let policy = 24 + 8;
         let alloc_headers = 2 * 16;
         let free_list = size_of::<EntryId>();

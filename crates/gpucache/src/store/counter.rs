@@ -1,0 +1,153 @@
+//! Lookup counters that cost a plain store per lookup, not a locked read-modify-write.
+//!
+//! Each thread leases a stripe index from a process-wide pool on its first count and gives
+//! it back when it exits. A leased stripe has exactly one writer in every store, so the
+//! writer may add with a relaxed load and store and no update is lost; readers sum the
+//! stripes. Threads beyond the pool's size, and threads counting while their thread-locals
+//! are being torn down, share one overflow stripe with atomic adds.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+/// Stripes leased to threads; one more overflow stripe follows them.
+const LEASED: usize = 32;
+
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct Stripe {
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+/// Hit and miss counts of one store.
+#[derive(Debug)]
+pub(crate) struct LookupCounters {
+    stripes: Box<[Stripe]>,
+}
+
+impl Default for LookupCounters {
+    fn default() -> Self {
+        Self {
+            stripes: (0..=LEASED).map(|_| Stripe::default()).collect(),
+        }
+    }
+}
+
+impl LookupCounters {
+    #[inline]
+    pub(crate) fn hit(&self) {
+        self.count(|s| &s.hits);
+    }
+
+    #[inline]
+    pub(crate) fn miss(&self) {
+        self.count(|s| &s.misses);
+    }
+
+    #[inline]
+    fn count(&self, field: impl Fn(&Stripe) -> &AtomicU64) {
+        match leased_stripe() {
+            Some(i) => {
+                let c = field(&self.stripes[i]);
+                // Sole writer of this stripe (see the module docs): no lost update.
+                c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+            }
+            None => {
+                field(&self.stripes[LEASED]).fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// (hits, misses), summed over the stripes.
+    pub(crate) fn get(&self) -> (u64, u64) {
+        self.stripes.iter().fold((0, 0), |(h, m), s| {
+            (
+                h + s.hits.load(Ordering::Relaxed),
+                m + s.misses.load(Ordering::Relaxed),
+            )
+        })
+    }
+}
+
+/// Free stripe indexes.
+static POOL: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+static POOL_INIT: std::sync::Once = std::sync::Once::new();
+
+/// Not yet leased; `NO_LEASE`: counting through the overflow stripe for good.
+const UNASSIGNED: usize = usize::MAX;
+const NO_LEASE: usize = usize::MAX - 1;
+
+/// Returns the thread's stripe to the pool when the thread exits.
+struct LeaseGuard(usize);
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        // Later counts of this exiting thread go to the overflow stripe.
+        let _ = STRIPE.try_with(|s| s.set(NO_LEASE));
+        // The pool's mutex orders this thread's last stores before the next lessee's.
+        POOL.lock().push(self.0);
+    }
+}
+
+thread_local! {
+    /// The fast path: a const thread-local without a destructor is a plain load.
+    static STRIPE: Cell<usize> = const { Cell::new(UNASSIGNED) };
+    static GUARD: Cell<Option<LeaseGuard>> = const { Cell::new(None) };
+}
+
+#[inline]
+fn leased_stripe() -> Option<usize> {
+    let stripe = STRIPE.try_with(Cell::get).unwrap_or(NO_LEASE);
+    match stripe {
+        NO_LEASE => None,
+        UNASSIGNED => lease(),
+        i => Some(i),
+    }
+}
+
+#[cold]
+fn lease() -> Option<usize> {
+    POOL_INIT.call_once(|| POOL.lock().extend((0..LEASED).rev()));
+    let leased = POOL.lock().pop();
+    let Some(i) = leased else {
+        let _ = STRIPE.try_with(|s| s.set(NO_LEASE));
+        return None;
+    };
+    // Registering the guard fails only while the thread's locals are being destroyed.
+    if GUARD.try_with(|g| g.set(Some(LeaseGuard(i)))).is_err() {
+        POOL.lock().push(i);
+        let _ = STRIPE.try_with(|s| s.set(NO_LEASE));
+        return None;
+    }
+    let _ = STRIPE.try_with(|s| s.set(i));
+    Some(i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_from_many_short_lived_threads() {
+        let c = LookupCounters::default();
+        // More threads than stripes, in waves, so leases are reused and overflow is used.
+        for _ in 0..3 {
+            std::thread::scope(|scope| {
+                for _ in 0..(LEASED + 8) {
+                    scope.spawn(|| {
+                        for _ in 0..1000 {
+                            c.hit();
+                        }
+                        c.miss();
+                    });
+                }
+            });
+        }
+        assert_eq!(
+            c.get(),
+            (3 * (LEASED as u64 + 8) * 1000, 3 * (LEASED as u64 + 8))
+        );
+    }
+}
