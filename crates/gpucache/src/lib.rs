@@ -1,5 +1,6 @@
 //! gpucache: a shader and pipeline cache engine.
 //!
+//! - [`Cache`]: the memory tier over a persistent, crash-safe, multi-process disk tier.
 //! - [`Store`]: the memory tier, a thread-safe key/value blob store bounded by bytes and
 //!   entries, with a pluggable [`EvictionPolicy`] (LRU or S3-FIFO).
 //! - [`session`]: D3D12-style cache sessions (identifier, version, limits, find/store with
@@ -9,6 +10,8 @@
 //! The core is synchronous: no async runtime, plain threads where background work is needed.
 #![warn(missing_docs)]
 
+mod cache;
+mod disk;
 pub mod egl;
 mod error;
 mod hash;
@@ -17,6 +20,8 @@ pub mod session;
 mod store;
 
 pub use bytes::Bytes;
+pub use cache::{Cache, CacheBuilder, CacheStats};
+pub use disk::DiskStats;
 pub use error::{Error, Result};
 pub use hash::{KeyHasher, Xxh3KeyHasher};
 pub use policy::{EntryId, EvictionPolicy, Lru, PolicyKind, S3Fifo};

@@ -17,23 +17,32 @@
 //! - While `APPLICATION_MANAGED` caches are disabled, opening, finding and storing fail with
 //!   `NotCurrentlyAvailable`.
 //!
-//! Choices where D3D12 is silent: a session's memory cache is one shard, so `CacheFull` is
+//! - A disk cache lives in its own directory under the registry's root
+//!   (`ROOT/d3d12/<identifier in hex>`), or with `USE_WORKING_DIR` in
+//!   `./<identifier in hex>.gpucache`; with `DRIVER_VERSIONED`, one subdirectory per driver
+//!   identity. Its memory tier holds `max_in_memory_*` and evicts; the directory is bounded by
+//!   `max_value_file_bytes`, past which `store` is `CacheFull`.
+//!
+//! Choices where D3D12 is silent: a session's memory tier is one shard, so `CacheFull` is
 //! exact; `desc()` returns the session's own description with zero limits replaced by their
-//! defaults; opening an identifier that is open in the other mode is `InvalidArgument`.
+//! defaults; opening an identifier that is open in the other mode is `InvalidArgument`; when
+//! the last session of a disk cache closes, pending writes are flushed and the cache closed.
 
 mod control;
 mod desc;
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
 
+use crate::cache::CacheLookup;
 use crate::hash::KeyHasher;
-use crate::store::{Lookup, OnExisting, Store, StoreBuilder, WhenFull};
-use crate::{Error, PolicyKind, Result, StoreStats};
+use crate::store::WhenFull;
+use crate::{Cache, CacheBuilder, CacheStats, Error, PolicyKind, Result};
 pub use control::{cache_control, CacheControl, CacheKinds};
 pub use desc::{CacheMode, SessionDesc, SessionFlags};
 
@@ -53,12 +62,16 @@ struct RegistryInner {
     caches: Mutex<HashMap<[u8; 16], Arc<SharedCache>>>,
     disabled: AtomicBool,
     hasher: Option<Arc<dyn KeyHasher>>,
+    /// Where disk caches live (those without `USE_WORKING_DIR`).
+    root: PathBuf,
+    /// What `DRIVER_VERSIONED` caches are versioned by.
+    driver_identity: Vec<u8>,
 }
 
 /// One cache shared by the sessions of an identifier.
 #[derive(Debug)]
 struct SharedCache {
-    store: Store,
+    cache: Cache,
     mode: CacheMode,
     version: u64,
     /// Sessions open on this cache; changed only under the registry lock.
@@ -73,25 +86,41 @@ impl Default for SessionRegistry {
 }
 
 impl SessionRegistry {
-    /// An empty registry.
+    /// An empty registry keeping disk caches under [`default_root`].
     pub fn new() -> Self {
-        Self::build(None)
+        Self::build(None, default_root())
+    }
+
+    /// An empty registry keeping disk caches under `root`.
+    pub fn with_root(root: impl Into<PathBuf>) -> Self {
+        Self::build(None, root.into())
     }
 
     /// An empty registry whose caches hash keys with `hasher` (tests inject a weak hasher to
     /// exercise `HashCollision`).
     pub fn with_hasher(hasher: Arc<dyn KeyHasher>) -> Self {
-        Self::build(Some(hasher))
+        Self::build(Some(hasher), default_root())
     }
 
-    fn build(hasher: Option<Arc<dyn KeyHasher>>) -> Self {
+    fn build(hasher: Option<Arc<dyn KeyHasher>>, root: PathBuf) -> Self {
         Self {
             inner: Arc::new(RegistryInner {
                 caches: Mutex::new(HashMap::new()),
                 disabled: AtomicBool::new(false),
                 hasher,
+                root,
+                driver_identity: format!("gpucache {}", env!("CARGO_PKG_VERSION")).into_bytes(),
             }),
         }
+    }
+
+    /// Sets what `DRIVER_VERSIONED` caches are versioned by (the GPU driver's vendor,
+    /// renderer and version). Default: gpucache's own name and version.
+    pub fn driver_identity(mut self, identity: impl Into<Vec<u8>>) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.driver_identity = identity.into();
+        }
+        self
     }
 
     /// The process-wide registry.
@@ -105,11 +134,6 @@ impl SessionRegistry {
         let desc = desc.resolved();
         if self.inner.disabled.load(Ordering::Acquire) {
             return Err(Error::NotCurrentlyAvailable);
-        }
-        if desc.mode == CacheMode::Disk {
-            return Err(Error::Unsupported(
-                "disk-mode sessions need the disk tier, which is not built yet",
-            ));
         }
         let mut caches = self.inner.caches.lock();
         if let Some(cache) = caches.get(&desc.identifier) {
@@ -138,7 +162,7 @@ impl SessionRegistry {
             caches.remove(&desc.identifier);
         }
         let cache = Arc::new(SharedCache {
-            store: self.store_for(&desc)?,
+            cache: self.cache_for(&desc)?,
             mode: desc.mode,
             version: desc.version,
             open_sessions: Mutex::new(1),
@@ -160,8 +184,18 @@ impl SessionRegistry {
             return Ok(());
         }
         if control.contains(CacheControl::CLEAR) {
-            for cache in self.inner.caches.lock().values() {
-                cache.store.clear();
+            let caches = self.inner.caches.lock();
+            for cache in caches.values() {
+                cache.cache.clear()?;
+            }
+            // Disk caches not open now, except those in working directories.
+            let open: Vec<PathBuf> = caches.keys().map(|id| self.disk_dir(id)).collect();
+            if let Ok(entries) = std::fs::read_dir(self.inner.root.join("d3d12")) {
+                for entry in entries.flatten() {
+                    if !open.contains(&entry.path()) {
+                        std::fs::remove_dir_all(entry.path())?;
+                    }
+                }
             }
         }
         if control.contains(CacheControl::DISABLE) {
@@ -178,17 +212,55 @@ impl SessionRegistry {
         self.inner.caches.lock().len()
     }
 
-    fn store_for(&self, desc: &SessionDesc) -> Result<Store> {
-        let mut builder = StoreBuilder::new()
-            .max_bytes(u64::from(desc.max_in_memory_bytes))
-            .max_entries(u64::from(desc.max_in_memory_entries))
+    fn disk_dir(&self, identifier: &[u8; 16]) -> PathBuf {
+        self.inner.root.join("d3d12").join(hex(identifier))
+    }
+
+    fn cache_for(&self, desc: &SessionDesc) -> Result<Cache> {
+        let mut builder = CacheBuilder::new()
+            .max_memory_bytes(u64::from(desc.max_in_memory_bytes))
+            .max_memory_entries(u64::from(desc.max_in_memory_entries))
             .policy(PolicyKind::Lru)
             .shards(1);
         if let Some(hasher) = &self.inner.hasher {
             builder = builder.hasher(Arc::clone(hasher));
         }
-        builder.build()
+        if desc.mode == CacheMode::Disk {
+            let dir = if desc.flags.contains(SessionFlags::USE_WORKING_DIR) {
+                std::env::current_dir()?.join(format!("{}.gpucache", hex(&desc.identifier)))
+            } else {
+                self.disk_dir(&desc.identifier)
+            };
+            builder = builder
+                .directory(dir)
+                .version(desc.version)
+                .max_disk_bytes(u64::from(desc.max_value_file_bytes).max(64 << 10));
+            if desc.flags.contains(SessionFlags::DRIVER_VERSIONED) {
+                builder = builder
+                    .driver_versioned(true)
+                    .identity(self.inner.driver_identity.clone());
+            }
+        }
+        builder.open()
     }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Where disk caches live by default: `$GPUCACHE_DIR`, else `$XDG_CACHE_HOME/gpucache`, else
+/// `~/.cache/gpucache`, else the temporary directory's `gpucache`.
+pub fn default_root() -> PathBuf {
+    let env = |name| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    env("GPUCACHE_DIR")
+        .or_else(|| env("XDG_CACHE_HOME").map(|p| p.join("gpucache")))
+        .or_else(|| env("HOME").map(|p| p.join(".cache").join("gpucache")))
+        .unwrap_or_else(|| std::env::temp_dir().join("gpucache"))
 }
 
 /// An open session on a shared cache. Closing (dropping) the last session of a memory cache
@@ -204,10 +276,10 @@ impl Session {
     /// The value stored for `key`, without copying.
     pub fn find(&self, key: &[u8]) -> Result<Bytes> {
         self.check_enabled()?;
-        match self.cache.store.lookup(key) {
-            Lookup::Hit(value) => Ok(value),
-            Lookup::Miss => Err(Error::NotFound),
-            Lookup::Collision => Err(Error::HashCollision),
+        match self.cache.cache.lookup(key) {
+            CacheLookup::Hit(value) => Ok(value),
+            CacheLookup::Miss => Err(Error::NotFound),
+            CacheLookup::Collision => Err(Error::HashCollision),
         }
     }
 
@@ -232,17 +304,24 @@ impl Session {
     /// Stores a new entry. Never replaces; see the module documentation for the errors.
     pub fn store(&self, key: &[u8], value: impl Into<Bytes>) -> Result<()> {
         self.check_enabled()?;
+        let value = value.into();
+        let cache = &self.cache.cache;
         let when_full = match self.cache.mode {
             CacheMode::Memory => WhenFull::Refuse,
-            CacheMode::Disk => WhenFull::Evict,
+            CacheMode::Disk => {
+                if cache.disk_would_overflow(key.len(), value.len()) {
+                    return Err(Error::CacheFull {
+                        needed: (key.len() + value.len()) as u64,
+                        available: 0,
+                    });
+                }
+                WhenFull::Evict
+            }
         };
-        let result = self
-            .cache
-            .store
-            .insert_with(key, value.into(), OnExisting::Refuse, when_full);
-        match result {
+        let size = value.len() as u64;
+        match cache.insert_new(key, value, when_full) {
             // In a memory cache a value too large for the whole budget is simply "full".
-            Err(Error::ValueTooLarge { size, .. }) if self.cache.mode == CacheMode::Memory => {
+            Err(Error::ValueTooLarge { .. }) if self.cache.mode == CacheMode::Memory => {
                 Err(Error::CacheFull {
                     needed: size,
                     available: 0,
@@ -250,6 +329,11 @@ impl Session {
             }
             other => other,
         }
+    }
+
+    /// Writes pending stores of a disk cache to its files.
+    pub fn flush(&self) -> Result<()> {
+        self.cache.cache.flush()
     }
 
     /// Clears the cache once every session on it has closed.
@@ -263,8 +347,13 @@ impl Session {
     }
 
     /// Counters of the shared cache.
-    pub fn stats(&self) -> StoreStats {
-        self.cache.store.stats()
+    pub fn stats(&self) -> CacheStats {
+        self.cache.cache.stats()
+    }
+
+    /// The directory of a disk cache.
+    pub fn directory(&self) -> Option<&Path> {
+        self.cache.cache.directory()
     }
 
     fn check_enabled(&self) -> Result<()> {
@@ -284,18 +373,18 @@ impl Drop for Session {
         if *open > 0 {
             return;
         }
-        // Last session: a memory cache has nothing to outlive it; a disk cache is dropped
-        // only when asked to (its files go with it once the disk tier exists).
-        let delete = self.cache.mode == CacheMode::Memory
-            || self.cache.delete_on_destroy.load(Ordering::Acquire);
-        if delete {
-            self.cache.store.clear();
-            let ours = caches
-                .get(&self.desc.identifier)
-                .is_some_and(|c| Arc::ptr_eq(c, &self.cache));
-            if ours {
-                caches.remove(&self.desc.identifier);
+        // Last session: the cache closes (a disk cache flushes on drop) and, if asked, its
+        // contents and files go with it.
+        if self.cache.delete_on_destroy.load(Ordering::Acquire) {
+            if let Err(e) = self.cache.cache.delete_files() {
+                tracing::warn!(target: "gpucache", "delete-on-destroy failed: {e}");
             }
+        }
+        let ours = caches
+            .get(&self.desc.identifier)
+            .is_some_and(|c| Arc::ptr_eq(c, &self.cache));
+        if ours {
+            caches.remove(&self.desc.identifier);
         }
     }
 }

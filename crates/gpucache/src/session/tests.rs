@@ -148,7 +148,7 @@ fn defaults_are_d3d12s_and_zero_means_default() {
         (d.mode, d.flags, d.version),
         (CacheMode::Memory, SessionFlags::NONE, 0)
     );
-    assert_eq!(s.stats().max_bytes, 1024);
+    assert_eq!(s.stats().memory.max_bytes, 1024);
 }
 
 #[test]
@@ -210,12 +210,128 @@ fn another_version_fails_while_open_and_wipes_once_closed() {
     assert_eq!(v2.desc().version, 2);
 }
 
+fn disk(n: u8) -> SessionDesc {
+    roomy(n).mode(CacheMode::Disk)
+}
+
 #[test]
-fn disk_mode_is_refused_until_the_disk_tier_exists() {
-    let reg = SessionRegistry::new();
-    let err = reg.open(roomy(1).mode(CacheMode::Disk)).unwrap_err();
-    assert!(matches!(err, Error::Unsupported(_)), "{err}");
-    assert_eq!(reg.open_caches(), 0);
+fn a_disk_cache_persists_across_sessions() {
+    let root = tempfile::tempdir().unwrap();
+    let reg = SessionRegistry::with_root(root.path());
+    {
+        let s = reg.open(disk(1)).unwrap();
+        s.store(b"k", b"persisted".to_vec()).unwrap();
+        assert!(s.directory().unwrap().starts_with(root.path()));
+    }
+    assert_eq!(reg.open_caches(), 0, "closed, flushed");
+    let s = reg.open(disk(1)).unwrap();
+    assert_eq!(s.find(b"k").unwrap(), &b"persisted"[..]);
+    // Already stored on disk, even though memory has not seen it yet.
+    let fresh = SessionRegistry::with_root(root.path());
+    drop(s);
+    let s = fresh.open(disk(1).max_in_memory_entries(1)).unwrap();
+    assert!(matches!(
+        s.store(b"k", b"again".to_vec()),
+        Err(Error::AlreadyExists(_))
+    ));
+}
+
+#[test]
+fn a_disk_cache_of_another_version_is_wiped() {
+    let root = tempfile::tempdir().unwrap();
+    let reg = SessionRegistry::with_root(root.path());
+    reg.open(disk(1).version(1))
+        .unwrap()
+        .store(b"k", b"v".to_vec())
+        .unwrap();
+    let v2 = reg.open(disk(1).version(2)).unwrap();
+    assert!(matches!(v2.find(b"k"), Err(Error::NotFound)));
+    assert!(matches!(
+        reg.open(disk(1).version(1)),
+        Err(Error::AlreadyExists(_))
+    ));
+}
+
+#[test]
+fn delete_on_destroy_removes_a_disk_cache() {
+    let root = tempfile::tempdir().unwrap();
+    let reg = SessionRegistry::with_root(root.path());
+    let s = reg.open(disk(1)).unwrap();
+    s.store(b"k", b"v".to_vec()).unwrap();
+    s.flush().unwrap();
+    let dir = s.directory().unwrap().to_path_buf();
+    assert!(dir.exists());
+    s.set_delete_on_destroy();
+    drop(s);
+    assert!(!dir.exists());
+    let s = reg.open(disk(1)).unwrap();
+    assert!(matches!(s.find(b"k"), Err(Error::NotFound)));
+}
+
+#[test]
+fn a_full_value_file_is_cache_full() {
+    let root = tempfile::tempdir().unwrap();
+    let reg = SessionRegistry::with_root(root.path());
+    let s = reg
+        .open(
+            disk(1)
+                .max_value_file_bytes(64 << 10)
+                .max_in_memory_bytes(1 << 20),
+        )
+        .unwrap();
+    let mut full = false;
+    for i in 0..200u32 {
+        match s.store(&i.to_le_bytes(), vec![0u8; 1000]) {
+            Ok(()) => s.flush().unwrap(),
+            Err(Error::CacheFull { .. }) => {
+                full = true;
+                break;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(full);
+    assert!(s.stats().disk.unwrap().file_bytes <= 64 << 10);
+}
+
+#[test]
+fn driver_versioned_disk_caches_are_kept_per_driver() {
+    let root = tempfile::tempdir().unwrap();
+    let desc = disk(1).flags(SessionFlags::DRIVER_VERSIONED);
+    {
+        let a = SessionRegistry::with_root(root.path()).driver_identity("driver A");
+        a.open(desc.clone())
+            .unwrap()
+            .store(b"k", b"A".to_vec())
+            .unwrap();
+    }
+    {
+        let b = SessionRegistry::with_root(root.path()).driver_identity("driver B");
+        let s = b.open(desc.clone()).unwrap();
+        assert!(matches!(s.find(b"k"), Err(Error::NotFound)));
+        s.store(b"k", b"B".to_vec()).unwrap();
+    }
+    let a = SessionRegistry::with_root(root.path()).driver_identity("driver A");
+    assert_eq!(a.open(desc).unwrap().find(b"k").unwrap(), &b"A"[..]);
+}
+
+#[test]
+fn application_clear_removes_closed_disk_caches_too() {
+    let root = tempfile::tempdir().unwrap();
+    let reg = SessionRegistry::with_root(root.path());
+    reg.open(disk(1))
+        .unwrap()
+        .store(b"k", b"v".to_vec())
+        .unwrap();
+    let open = reg.open(disk(2)).unwrap();
+    open.store(b"k", b"v".to_vec()).unwrap();
+    reg.control(CacheKinds::APPLICATION_MANAGED, CacheControl::CLEAR)
+        .unwrap();
+    assert!(matches!(open.find(b"k"), Err(Error::NotFound)));
+    assert!(matches!(
+        reg.open(disk(1)).unwrap().find(b"k"),
+        Err(Error::NotFound)
+    ));
 }
 
 #[test]

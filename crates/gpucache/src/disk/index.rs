@@ -1,0 +1,199 @@
+//! The in-memory index of a disk cache: key hash → record location, plus per-segment
+//! accounting. Built from the segments' index files at open and extended from their tails
+//! as this or another process appends.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::format::{IndexEntry, INDEX_ENTRY_LEN, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
+use crate::hash::PassThroughBuildHasher;
+
+/// Where one key's latest record is. 16 bytes; with the map's 8-byte key and load factor the
+/// index costs about 28 to 56 bytes per entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Loc {
+    pub seg: u32,
+    pub offset: u32,
+    pub value_len: u32,
+    pub key_len: u16,
+}
+
+impl Loc {
+    pub(crate) fn record_len(&self) -> u64 {
+        RECORD_HEADER_LEN as u64 + u64::from(self.key_len) + u64::from(self.value_len)
+    }
+
+    fn position(&self) -> (u32, u32) {
+        (self.seg, self.offset)
+    }
+}
+
+/// What this process knows of one segment.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SegInfo {
+    /// Bytes of the index file applied so far (header included once read).
+    pub idx_consumed: u64,
+    /// End of the last record the applied entries describe (the data file's logical end).
+    pub data_end: u64,
+    /// Bytes of records that are the latest for their key.
+    pub live_bytes: u64,
+    pub live_entries: u64,
+}
+
+impl SegInfo {
+    /// Bytes the segment takes on disk as far as the index knows (data + index files).
+    pub(crate) fn file_bytes(&self) -> u64 {
+        self.data_end.max(SEGMENT_HEADER_LEN as u64)
+            + self.idx_consumed.max(SEGMENT_HEADER_LEN as u64)
+    }
+
+    pub(crate) fn dead_bytes(&self) -> u64 {
+        self.data_end
+            .saturating_sub(SEGMENT_HEADER_LEN as u64)
+            .saturating_sub(self.live_bytes)
+    }
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Index {
+    map: HashMap<u64, Loc, PassThroughBuildHasher>,
+    segs: BTreeMap<u32, SegInfo>,
+}
+
+impl Index {
+    pub(crate) fn get(&self, key_hash: u64) -> Option<Loc> {
+        self.map.get(&key_hash).copied()
+    }
+
+    pub(crate) fn segs(&self) -> &BTreeMap<u32, SegInfo> {
+        &self.segs
+    }
+
+    pub(crate) fn seg_mut(&mut self, seg: u32) -> &mut SegInfo {
+        self.segs.entry(seg).or_default()
+    }
+
+    /// Applies one entry read from segment `seg`'s index file. The latest record of a key
+    /// wins, by (segment, offset); a tombstone removes the key.
+    pub(crate) fn apply(&mut self, seg: u32, entry: &IndexEntry) {
+        let loc = Loc {
+            seg,
+            offset: entry.offset,
+            value_len: entry.header.value_len,
+            key_len: entry.header.key_len as u16,
+        };
+        let end = u64::from(entry.offset) + loc.record_len();
+        let info = self.segs.entry(seg).or_default();
+        info.data_end = info.data_end.max(end);
+        let hash = entry.header.key_hash;
+        if let Some(old) = self.map.get(&hash).copied() {
+            if old.position() >= loc.position() {
+                return; // Already know a newer record.
+            }
+            self.unaccount(old);
+        }
+        if entry.header.is_tombstone() {
+            self.map.remove(&hash);
+        } else {
+            self.map.insert(hash, loc);
+            let info = self.segs.entry(seg).or_default();
+            info.live_bytes += loc.record_len();
+            info.live_entries += 1;
+        }
+    }
+
+    /// Forgets `key_hash` if it still points at `loc` (a record found bad or gone).
+    pub(crate) fn forget(&mut self, key_hash: u64, loc: Loc) {
+        if self.map.get(&key_hash) == Some(&loc) {
+            self.map.remove(&key_hash);
+            self.unaccount(loc);
+        }
+    }
+
+    /// Forgets a segment and every key whose latest record is in it.
+    pub(crate) fn drop_segment(&mut self, seg: u32) {
+        if self.segs.remove(&seg).is_some() {
+            self.map.retain(|_, loc| loc.seg != seg);
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.map.clear();
+        self.segs.clear();
+    }
+
+    /// The live entries of one segment, in file order.
+    pub(crate) fn entries_of(&self, seg: u32) -> Vec<(u64, Loc)> {
+        let mut out: Vec<(u64, Loc)> = self
+            .map
+            .iter()
+            .filter(|(_, loc)| loc.seg == seg)
+            .map(|(&h, &loc)| (h, loc))
+            .collect();
+        out.sort_unstable_by_key(|(_, loc)| loc.offset);
+        out
+    }
+
+    /// Every live entry, newest segment first and in file order within a segment.
+    pub(crate) fn all_newest_first(&self) -> Vec<(u64, Loc)> {
+        let mut out: Vec<(u64, Loc)> = self.map.iter().map(|(&h, &l)| (h, l)).collect();
+        out.sort_unstable_by(|a, b| b.1.seg.cmp(&a.1.seg).then(a.1.offset.cmp(&b.1.offset)));
+        out
+    }
+
+    /// Totals: (live entries, live record bytes, file bytes).
+    pub(crate) fn totals(&self) -> (u64, u64, u64) {
+        self.segs.values().fold((0, 0, 0), |(e, l, f), s| {
+            (e + s.live_entries, l + s.live_bytes, f + s.file_bytes())
+        })
+    }
+
+    fn unaccount(&mut self, loc: Loc) {
+        if let Some(info) = self.segs.get_mut(&loc.seg) {
+            info.live_bytes = info.live_bytes.saturating_sub(loc.record_len());
+            info.live_entries = info.live_entries.saturating_sub(1);
+        }
+    }
+}
+
+/// Bytes of index file that hold whole entries past `consumed`.
+pub(crate) fn whole_entries(consumed: u64, file_len: u64) -> u64 {
+    let avail = file_len.saturating_sub(consumed);
+    avail - avail % INDEX_ENTRY_LEN as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::format::RecordHeader;
+    use super::*;
+
+    fn entry(key: &[u8], offset: u32, value_len: u32, flags: u32) -> IndexEntry {
+        IndexEntry {
+            header: RecordHeader::for_entry(key, value_len as usize, flags),
+            offset,
+        }
+    }
+
+    #[test]
+    fn latest_record_wins_and_accounting_follows() {
+        let mut ix = Index::default();
+        ix.apply(1, &entry(b"a", 32, 10, 0));
+        ix.apply(1, &entry(b"b", 67, 10, 0));
+        ix.apply(2, &entry(b"a", 32, 20, 0));
+        // An older record applied late changes nothing.
+        ix.apply(1, &entry(b"a", 40, 99, 0));
+        let a = super::super::format::disk_hash(b"a");
+        assert_eq!(ix.get(a).unwrap().seg, 2);
+        assert_eq!(ix.segs()[&1].live_entries, 1);
+        assert_eq!(ix.segs()[&1].live_bytes, 24 + 1 + 10);
+        assert_eq!(ix.segs()[&1].data_end, 40 + 24 + 1 + 99);
+        ix.apply(
+            2,
+            &entry(b"a", 100, 0, super::super::format::FLAG_TOMBSTONE),
+        );
+        assert_eq!(ix.get(a), None);
+        assert_eq!(ix.segs()[&2].live_entries, 0);
+        ix.drop_segment(1);
+        assert_eq!(ix.totals().0, 0);
+        assert_eq!(whole_entries(32, 32 + 70), 64);
+    }
+}
