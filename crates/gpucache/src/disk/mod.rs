@@ -6,9 +6,9 @@
 //! Writes happen on the write-behind thread ([`writer`]), each batch under an exclusive
 //! `flock` of the directory's lock file. `docs/disk-format.md` describes the files.
 
-mod dir;
+pub(crate) mod dir;
 pub mod format;
-mod index;
+pub(crate) mod index;
 mod stats;
 mod write;
 pub(crate) mod writer;
