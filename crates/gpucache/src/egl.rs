@@ -19,12 +19,17 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
+use std::path::PathBuf;
+
 use crate::session::CacheControl;
-use crate::{PolicyKind, Result, Store, StoreBuilder, StoreStats};
+use crate::{Cache, CacheBuilder, CacheStats, PolicyKind, Result, Store};
 
 /// Settings of a blob cache; each setter states its default.
 #[derive(Clone, Debug)]
 pub struct BlobCacheConfig {
+    directory: Option<PathBuf>,
+    identity: Vec<u8>,
+    max_disk_bytes: u64,
     max_bytes: u64,
     max_entries: u64,
     max_key_size: usize,
@@ -36,6 +41,9 @@ pub struct BlobCacheConfig {
 impl Default for BlobCacheConfig {
     fn default() -> Self {
         Self {
+            directory: None,
+            identity: Vec::new(),
+            max_disk_bytes: 1 << 30,
             max_bytes: 64 << 20,
             max_entries: u64::MAX,
             max_key_size: 4 << 10,
@@ -47,7 +55,28 @@ impl Default for BlobCacheConfig {
 }
 
 impl BlobCacheConfig {
-    /// Byte budget (keys + values + `ENTRY_OVERHEAD` per entry). Default 64 MiB.
+    /// Persist the cache in this directory (shared by every process that configures the
+    /// same directory and identity). Default none: memory only.
+    pub fn directory(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.directory = Some(dir.into());
+        self
+    }
+
+    /// What the persisted entries depend on (driver vendor, renderer, version); a directory
+    /// written for another identity is wiped. Default empty. Drivers put their own version in
+    /// their keys too (the extension recommends it), so this is a second line of defence.
+    pub fn identity(mut self, identity: impl Into<Vec<u8>>) -> Self {
+        self.identity = identity.into();
+        self
+    }
+
+    /// Byte limit of the directory. Default 1 GiB (Mesa's default limit).
+    pub fn max_disk_bytes(mut self, bytes: u64) -> Self {
+        self.max_disk_bytes = bytes;
+        self
+    }
+
+    /// Memory byte budget (keys + values + `ENTRY_OVERHEAD` per entry). Default 64 MiB.
     pub fn max_bytes(mut self, bytes: u64) -> Self {
         self.max_bytes = bytes;
         self
@@ -86,12 +115,12 @@ impl BlobCacheConfig {
     }
 }
 
-/// Counters of a blob cache: the store's plus what a driver integrator needs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Counters of a blob cache: the cache's plus what a driver integrator needs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct BlobCacheStats {
-    /// The underlying store's counters.
-    pub store: StoreStats,
+    /// The underlying cache's counters (memory tier, and disk tier if configured).
+    pub cache: CacheStats,
     /// `get` calls that found a value larger than the caller's buffer.
     pub gets_buffer_too_small: u64,
     /// `set` calls dropped because the key or value was too large, or the value empty.
@@ -104,7 +133,7 @@ pub struct BlobCacheStats {
 /// process-global one; this type is for embedding and tests.
 #[derive(Debug)]
 pub struct BlobCache {
-    store: Store,
+    cache: Cache,
     max_key_size: usize,
     miss_on_oversize: bool,
     gets_buffer_too_small: AtomicU64,
@@ -115,14 +144,19 @@ pub struct BlobCache {
 impl BlobCache {
     /// A cache with the given settings.
     pub fn new(config: BlobCacheConfig) -> Result<Self> {
-        let store = StoreBuilder::new()
-            .max_bytes(config.max_bytes)
-            .max_entries(config.max_entries)
+        let mut builder = CacheBuilder::new()
+            .max_memory_bytes(config.max_bytes)
+            .max_memory_entries(config.max_entries)
             .max_value_size(config.max_value_size)
-            .policy(config.policy)
-            .build()?;
+            .policy(config.policy);
+        if let Some(dir) = config.directory {
+            builder = builder
+                .directory(dir)
+                .identity(config.identity)
+                .max_disk_bytes(config.max_disk_bytes);
+        }
         Ok(Self {
-            store,
+            cache: builder.open()?,
             max_key_size: config.max_key_size,
             miss_on_oversize: config.miss_on_oversize,
             gets_buffer_too_small: AtomicU64::new(0),
@@ -141,7 +175,7 @@ impl BlobCache {
             self.sets_dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        if self.store.insert(key, value.to_vec()).is_err() {
+        if self.cache.insert(key, value.to_vec()).is_err() {
             self.sets_dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -155,7 +189,7 @@ impl BlobCache {
         if key.len() > self.max_key_size {
             return 0;
         }
-        let Some(value) = self.store.get(key) else {
+        let Some(value) = self.cache.get(key) else {
             return 0;
         };
         match buf.get_mut(..value.len()) {
@@ -177,21 +211,28 @@ impl BlobCache {
     /// Counters.
     pub fn stats(&self) -> BlobCacheStats {
         BlobCacheStats {
-            store: self.store.stats(),
+            cache: self.cache.stats(),
             gets_buffer_too_small: self.gets_buffer_too_small.load(Ordering::Relaxed),
             sets_dropped: self.sets_dropped.load(Ordering::Relaxed),
             calls_while_disabled: self.calls_while_disabled.load(Ordering::Relaxed),
         }
     }
 
-    /// Drops every entry.
+    /// Drops every entry, from memory and disk.
     pub fn clear(&self) {
-        self.store.clear();
+        if let Err(e) = self.cache.clear() {
+            tracing::warn!(target: "gpucache", "clearing the blob cache: {e}");
+        }
     }
 
-    /// The underlying store.
+    /// Writes pending entries to disk (if persisted) and fsyncs them.
+    pub fn flush(&self) -> Result<()> {
+        self.cache.flush()
+    }
+
+    /// The memory tier.
     pub fn store(&self) -> &Store {
-        &self.store
+        self.cache.memory()
     }
 }
 
@@ -207,9 +248,17 @@ pub fn configure(config: BlobCacheConfig) -> Result<()> {
     Ok(())
 }
 
-/// Drops the process-global cache; later calls of [`set`] are ignored and [`get`] misses.
+/// Drops the process-global cache, persisting pending entries; later calls of [`set`] are
+/// ignored and [`get`] misses.
 pub fn shutdown() {
-    GLOBAL.write().take();
+    // Dropped outside the lock: dropping flushes to disk.
+    let cache = GLOBAL.write().take();
+    drop(cache);
+}
+
+/// Persists the process-global cache's pending entries.
+pub fn flush() -> Result<()> {
+    global().map_or(Ok(()), |cache| cache.flush())
 }
 
 fn global() -> Option<Arc<BlobCache>> {

@@ -19,6 +19,16 @@ mod policy;
 pub mod session;
 mod store;
 
+/// Entry points for the fuzz targets in `fuzz/`: every parser of on-disk bytes. Not part of
+/// the supported API.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::disk::format::{
+        decode_index_entry, decode_meta, decode_record, decode_segment_header, encode_meta,
+        encode_segment_header, Meta, SegmentFile,
+    };
+}
+
 pub use bytes::Bytes;
 pub use cache::{Cache, CacheBuilder, CacheStats};
 pub use disk::DiskStats;

@@ -78,8 +78,11 @@ pub fn disk_hash(key: &[u8]) -> u64 {
 /// The identity a directory was created for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Meta {
+    /// `META_FLAG_*` bits.
     pub flags: u32,
+    /// The application's (or session's) cache version.
     pub cache_version: u64,
+    /// Opaque identity bytes (driver vendor, renderer, version, ...).
     pub identity: Vec<u8>,
 }
 
@@ -99,6 +102,7 @@ pub fn encode_meta(meta: &Meta) -> Vec<u8> {
     b
 }
 
+/// Checks and decodes a meta file.
 pub fn decode_meta(b: &[u8]) -> Result<Meta, FormatError> {
     if b.len() < 36 {
         return Err(FormatError::Truncated);
@@ -134,7 +138,9 @@ pub fn decode_meta(b: &[u8]) -> Result<Meta, FormatError> {
 /// Which file of a segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SegmentFile {
+    /// The data file (`.dat`): records.
     Data,
+    /// The index file (`.idx`): fixed-size entries.
     Index,
 }
 
@@ -274,6 +280,7 @@ pub fn encode_index_entry(entry: &IndexEntry) -> [u8; INDEX_ENTRY_LEN] {
     b
 }
 
+/// Checks and decodes one index entry.
 pub fn decode_index_entry(b: &[u8]) -> Result<IndexEntry, FormatError> {
     if b.len() < INDEX_ENTRY_LEN {
         return Err(FormatError::Truncated);

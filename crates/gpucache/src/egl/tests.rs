@@ -70,7 +70,7 @@ fn empty_values_and_oversized_keys_are_dropped() {
     assert_eq!(c.get(b"key", &mut buf), 0);
     assert_eq!(c.get(&[1u8; 9], &mut buf), 0);
     assert_eq!(c.stats().sets_dropped, 2);
-    assert_eq!(c.stats().store.entries, 0);
+    assert_eq!(c.stats().cache.memory.entries, 0);
 }
 
 #[test]
@@ -80,8 +80,8 @@ fn the_budget_holds_and_eviction_keeps_serving() {
         c.set(&i.to_le_bytes(), &[i as u8; 1000]);
     }
     let st = c.stats();
-    assert!(st.store.bytes <= 64 << 10);
-    assert!(st.store.evictions > 900);
+    assert!(st.cache.memory.bytes <= 64 << 10);
+    assert!(st.cache.memory.evictions > 900);
     let mut buf = [0u8; 1000];
     assert_eq!(c.get(&999u32.to_le_bytes(), &mut buf), 1000);
     assert!(buf.iter().all(|&b| b == (999u32 as u8)));
@@ -127,4 +127,31 @@ fn concurrent_set_and_get_never_return_wrong_bytes() {
             }
         });
     });
+}
+
+#[test]
+fn a_directory_makes_entries_outlive_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = BlobCacheConfig::default()
+        .directory(dir.path())
+        .identity(&b"llvmpipe 25.0.7"[..]);
+    {
+        let c = BlobCache::new(config.clone()).unwrap();
+        c.set(b"program", &[42u8; 5000]);
+    } // Dropping flushes.
+    let c = BlobCache::new(config).unwrap();
+    let mut buf = vec![0u8; 65536];
+    assert_eq!(c.get(b"program", &mut buf), 5000);
+    assert!(buf[..5000].iter().all(|&b| b == 42));
+    let other = BlobCache::new(
+        BlobCacheConfig::default()
+            .directory(dir.path())
+            .identity(&b"another driver"[..]),
+    )
+    .unwrap();
+    assert_eq!(
+        other.get(b"program", &mut buf),
+        0,
+        "another identity starts empty"
+    );
 }

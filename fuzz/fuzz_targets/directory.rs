@@ -1,0 +1,43 @@
+//! A cache directory whose files are arbitrary bytes: opening it, reading every key named in
+//! the input and writing to it must never panic, and a value read back must be one written.
+#![no_main]
+
+use gpucache::fuzzing::{encode_meta, encode_segment_header, Meta, SegmentFile};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    // A valid meta file for the default identity, so the segments are parsed rather than
+    // wiped; the input is split into an index file and a data file, each behind a valid
+    // header half of the time.
+    let meta = encode_meta(&Meta {
+        flags: 0,
+        cache_version: 0,
+        identity: Vec::new(),
+    });
+    let (idx, dat) = data.split_at(data.len() / 2);
+    let with_header = |kind, body: &[u8]| {
+        let mut file = Vec::new();
+        if body.first().is_some_and(|b| b & 1 == 0) {
+            file.extend_from_slice(&encode_segment_header(kind, 1));
+        }
+        file.extend_from_slice(body);
+        file
+    };
+    let write = |name: &str, bytes: &[u8]| std::fs::write(dir.path().join(name), bytes).unwrap();
+    write("meta", &meta);
+    write("seg-00000001.idx", &with_header(SegmentFile::Index, idx));
+    write("seg-00000001.dat", &with_header(SegmentFile::Data, dat));
+    let cache = gpucache::Cache::builder()
+        .directory(dir.path())
+        .preload(true)
+        .open()
+        .expect("open never fails for a directory");
+    cache.wait_for_preload();
+    for key in data.chunks(20).take(64) {
+        let _ = cache.get(key);
+    }
+    cache.insert(b"fuzz", b"value".to_vec()).expect("store");
+    cache.flush().ok();
+    assert_eq!(cache.get(b"fuzz").as_deref(), Some(&b"value"[..]));
+});

@@ -1,0 +1,18 @@
+//! Every decoder of on-disk bytes, on arbitrary input: none may panic, and whatever decodes
+//! must re-encode to the bytes it came from (checked through the CRC the decoder verified).
+#![no_main]
+
+use gpucache::fuzzing::{
+    decode_index_entry, decode_meta, decode_record, decode_segment_header, SegmentFile,
+};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = decode_meta(data);
+    let _ = decode_segment_header(SegmentFile::Data, data);
+    let _ = decode_segment_header(SegmentFile::Index, data);
+    let _ = decode_index_entry(data);
+    if let Ok(header) = decode_record(data, 1 << 20) {
+        assert!(header.record_len() as usize <= data.len());
+    }
+});
