@@ -1,21 +1,30 @@
-//! `gpucache`: the command-line tool.
+//! `gpucache`: the command-line tool. `docs/cli.md` describes every command.
 //!
-//! Today it replays key traces through the memory tier so that a user can compare eviction
-//! policies on their own access log; the disk-cache commands (`stats`, `ls`, `verify`, ...)
-//! arrive with the disk tier.
+//! Every disk command takes the cache directory as its first positional argument. Exit
+//! codes: 0 success; 1 a negative answer (`get`: key absent or its record corrupt;
+//! `verify`: corruption found); 2 an error (bad arguments, not a cache directory, I/O).
 
-use std::io::{BufRead, BufReader};
+mod bundle;
+mod maintain;
+mod output;
+mod progress;
+mod read;
+mod replay;
+mod verify;
+
+use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
+use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Parser, Subcommand};
-use gpucache::{PolicyKind, StoreBuilder};
+use gpucache::PolicyKind;
 
 #[derive(Parser)]
 #[command(
     name = "gpucache",
     version,
-    about = "Inspect and exercise gpucache caches"
+    about = "Inspect, maintain and exercise gpucache caches"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -39,86 +48,166 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Show meta, segments, entries and space use (read-only). On a driver-versioned root,
+    /// show each identity's cache.
+    Stats {
+        /// The cache directory (or driver-versioned root).
+        dir: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List live entries in write order: value size, segment, offset, key (read-only).
+    Ls {
+        /// The cache directory.
+        dir: PathBuf,
+        /// Print keys as text (non-printable bytes as \xNN, backslash as \\) instead of hex.
+        #[arg(long)]
+        text: bool,
+        /// Print a JSON array, one entry per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a value's bytes to standard output or --out (read-only, checksum-verified).
+    /// Exit 1 if the key is absent or its record is corrupt.
+    Get {
+        /// The cache directory.
+        dir: PathBuf,
+        /// The key, in hex (or text with --text).
+        key: String,
+        /// Take KEY as text; \\ and \xNN escapes as `ls --text` prints them.
+        #[arg(long)]
+        text: bool,
+        /// Write the value to this file instead of standard output.
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+    },
+    /// Read and check every record and index entry (read-only). Exit 1 if anything is
+    /// corrupt.
+    Verify {
+        /// The cache directory.
+        dir: PathBuf,
+        /// Print the summary as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Progress bar on standard error.
+        #[arg(long, value_enum, default_value = "auto")]
+        progress: progress::When,
+    },
+    /// Remove every entry (the directory keeps its identity). Safe while the cache is in use.
+    Clear {
+        /// The cache directory.
+        dir: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reclaim all dead space by rewriting segments. Safe while the cache is in use.
+    Compact {
+        /// The cache directory.
+        dir: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write every live entry to a single bundle file.
+    Export {
+        /// The cache directory.
+        dir: PathBuf,
+        /// The bundle file to write (replaced whole once complete).
+        file: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Store a bundle's entries into a cache directory (created if missing; for a
+    /// driver-versioned bundle DIR may be the root).
+    Import {
+        /// The cache directory (or driver-versioned root).
+        dir: PathBuf,
+        /// The bundle file.
+        file: PathBuf,
+        /// Wipe a directory of another identity, version or flags and give it to the
+        /// bundle's.
+        #[arg(long)]
+        force: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
-fn main() -> Result<()> {
-    match Cli::parse().command {
+/// How a command that ran to completion ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Exit code 0.
+    Success,
+    /// Exit code 1: a negative answer, not an error.
+    Negative,
+}
+
+fn run(command: Command, out: &mut dyn Write) -> Result<Outcome> {
+    match command {
         Command::Replay {
             trace,
             capacity,
             policy,
             json,
-        } => replay(&trace, capacity, &policy, json),
+        } => replay::run(out, &trace, capacity, &policy, json).map(|()| Outcome::Success),
+        Command::Stats { dir, json } => read::stats(out, &dir, json),
+        Command::Ls { dir, text, json } => read::ls(out, &dir, text, json),
+        Command::Get {
+            dir,
+            key,
+            text,
+            out: file,
+        } => {
+            let key = if text {
+                output::unescape(&key)?
+            } else {
+                output::parse_hex(&key)?
+            };
+            read::get(out, &dir, &key, file.as_deref())
+        }
+        Command::Verify {
+            dir,
+            json,
+            progress,
+        } => verify::run(out, &dir, json, progress),
+        Command::Clear { dir, json } => maintain::clear(out, &dir, json),
+        Command::Compact { dir, json } => maintain::compact(out, &dir, json),
+        Command::Export { dir, file, json } => bundle::export(out, &dir, &file, json),
+        Command::Import {
+            dir,
+            file,
+            force,
+            json,
+        } => bundle::import(out, &dir, &file, force, json),
     }
 }
 
-fn read_trace(path: &PathBuf) -> Result<Vec<Vec<u8>>> {
-    let reader: Box<dyn BufRead> = if path.as_os_str() == "-" {
-        Box::new(BufReader::new(std::io::stdin()))
-    } else {
-        let file = std::fs::File::open(path)
-            .with_context(|| format!("cannot open trace {}", path.display()))?;
-        Box::new(BufReader::new(file))
-    };
-    let mut keys = Vec::new();
-    for line in reader.lines() {
-        let line = line.with_context(|| format!("cannot read trace {}", path.display()))?;
-        let key = line.trim_end();
-        if !key.is_empty() {
-            keys.push(key.as_bytes().to_vec());
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let mut out = BufWriter::new(io::stdout().lock());
+    let result = run(cli.command, &mut out).and_then(|outcome| {
+        out.flush()?;
+        Ok(outcome)
+    });
+    match result {
+        Ok(Outcome::Success) => ExitCode::SUCCESS,
+        Ok(Outcome::Negative) => ExitCode::from(1),
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gpucache: error: {e:#}");
+            ExitCode::from(2)
         }
     }
-    Ok(keys)
 }
 
-fn replay(path: &PathBuf, capacity: u64, policies: &[PolicyKind], json: bool) -> Result<()> {
-    anyhow::ensure!(capacity > 0, "--capacity must be at least 1");
-    let keys = read_trace(path)?;
-    let mut rows = Vec::new();
-    for &policy in policies {
-        let store = StoreBuilder::new()
-            .max_entries(capacity)
-            .max_bytes(u64::MAX / 2)
-            .shards(1)
-            .policy(policy)
-            .build()?;
-        for key in &keys {
-            if store.get(key).is_none() {
-                store.insert(key, vec![0u8; 1])?;
-            }
-        }
-        rows.push((policy, store.stats()));
-    }
-    if json {
-        let items: Vec<String> = rows
-            .iter()
-            .map(|(p, s)| {
-                format!(
-                    "{{\"policy\":\"{}\",\"requests\":{},\"hits\":{},\"hit_ratio\":{:.6},\"evictions\":{}}}",
-                    p.name(),
-                    s.hits + s.misses,
-                    s.hits,
-                    s.hit_ratio(),
-                    s.evictions
-                )
-            })
-            .collect();
-        println!("[{}]", items.join(","));
-    } else {
-        println!("{} requests, capacity {capacity} entries", keys.len());
-        println!(
-            "{:<10} {:>10} {:>10} {:>10}",
-            "policy", "hits", "hit ratio", "evictions"
-        );
-        for (p, s) in &rows {
-            println!(
-                "{:<10} {:>10} {:>9.2}% {:>10}",
-                p.name(),
-                s.hits,
-                100.0 * s.hit_ratio(),
-                s.evictions
-            );
-        }
-    }
-    Ok(())
+/// The reader of our output went away (`gpucache ls DIR | head`): not an error.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+    })
 }

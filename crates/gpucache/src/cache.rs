@@ -370,13 +370,12 @@ impl Cache {
         was
     }
 
-    /// Removes every entry from both tiers.
+    /// Removes every entry from both tiers. Fails if the disk tier exists but this process
+    /// cannot write to it (memory is cleared all the same).
     pub fn clear(&self) -> Result<()> {
         self.memory.clear();
-        if let Some(writer) = &self.writer {
-            writer.clear()?;
-        }
-        Ok(())
+        self.writer_or_read_only()?
+            .map_or(Ok(()), |w| Ok(w.clear()?))
     }
 
     /// Empties both tiers, stops writing to disk for good and removes the directory
@@ -403,10 +402,21 @@ impl Cache {
 
     /// Rewrites every sealed segment that holds dead records (reclaims all dead space).
     pub fn compact(&self) -> Result<()> {
-        if let Some(writer) = &self.writer {
-            writer.compact()?;
+        self.writer_or_read_only()?
+            .map_or(Ok(()), |w| Ok(w.compact()?))
+    }
+
+    /// The writer, `None` for a memory-only cache, or an error for a disk tier this process
+    /// cannot write.
+    fn writer_or_read_only(&self) -> Result<Option<&WriteBehind>> {
+        match (&self.disk, &self.writer) {
+            (None, _) => Ok(None),
+            (Some(disk), Some(writer)) if disk.is_writable() => Ok(Some(writer)),
+            (Some(_), _) => Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "the cache directory is not writable by this process",
+            ))),
         }
-        Ok(())
     }
 
     /// Blocks until the start-up preload has finished.

@@ -15,6 +15,7 @@ mod disk;
 pub mod egl;
 mod error;
 mod hash;
+pub mod inspect;
 mod policy;
 pub mod session;
 mod store;

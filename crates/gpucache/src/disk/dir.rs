@@ -46,6 +46,24 @@ pub(crate) fn list_segments(dir: &Path) -> io::Result<Vec<u32>> {
     Ok(ids)
 }
 
+/// Data files without an index file. Under the directory lock nobody is creating a segment,
+/// so these are leftovers of a writer that died between creating or deleting a segment's two
+/// files.
+pub(crate) fn orphan_data_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut orphans = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let path = entry?.path();
+        let is_data = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("seg-") && n.ends_with(".dat"));
+        if is_data && !path.with_extension("idx").exists() {
+            orphans.push(path);
+        }
+    }
+    Ok(orphans)
+}
+
 /// Reads the meta file: `Ok(None)` if it is missing or unreadable as a meta file.
 pub(crate) fn read_meta(dir: &Path) -> io::Result<Option<Meta>> {
     match fs::read(dir.join(META_FILE)) {

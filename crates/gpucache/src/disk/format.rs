@@ -86,8 +86,8 @@ pub struct Meta {
     pub identity: Vec<u8>,
 }
 
-/// Layout: magic[8] format_version:u32 flags:u32 cache_version:u64 identity_len:u32
-/// reserved:u32 identity[identity_len] crc32c:u32 (over everything before it).
+/// Layout: `magic[8] format_version:u32 flags:u32 cache_version:u64 identity_len:u32
+/// reserved:u32 identity[identity_len] crc32c:u32` (the CRC covers everything before it).
 pub fn encode_meta(meta: &Meta) -> Vec<u8> {
     let mut b = Vec::with_capacity(36 + meta.identity.len());
     b.extend_from_slice(&META_MAGIC);
@@ -153,7 +153,8 @@ impl SegmentFile {
     }
 }
 
-/// Layout: magic[8] format_version:u32 segment_id:u32 reserved[12] crc32c:u32 (over 0..28).
+/// Layout: `magic[8] format_version:u32 segment_id:u32 reserved[12] crc32c:u32` (CRC over
+/// bytes 0..28).
 pub fn encode_segment_header(kind: SegmentFile, segment_id: u32) -> [u8; SEGMENT_HEADER_LEN] {
     let mut b = [0u8; SEGMENT_HEADER_LEN];
     b[..8].copy_from_slice(&kind.magic());
@@ -214,8 +215,8 @@ impl RecordHeader {
     }
 }
 
-/// Layout: crc32c:u32 key_len:u32 value_len:u32 flags:u32 key_hash:u64 key value. The CRC
-/// covers everything after it: the rest of the header, the key and the value.
+/// Layout: `crc32c:u32 key_len:u32 value_len:u32 flags:u32 key_hash:u64 key value`. The
+/// CRC covers everything after it: the rest of the header, the key and the value.
 pub fn encode_record(out: &mut Vec<u8>, key: &[u8], value: &[u8], flags: u32) {
     let start = out.len();
     out.extend_from_slice(&[0u8; 4]);
@@ -266,8 +267,8 @@ pub struct IndexEntry {
     pub offset: u32,
 }
 
-/// Layout: key_hash:u64 offset:u32 key_len:u32 value_len:u32 flags:u32 reserved:u32
-/// crc32c:u32 (over 0..28).
+/// Layout: `key_hash:u64 offset:u32 key_len:u32 value_len:u32 flags:u32 reserved:u32
+/// crc32c:u32` (CRC over bytes 0..28).
 pub fn encode_index_entry(entry: &IndexEntry) -> [u8; INDEX_ENTRY_LEN] {
     let mut b = [0u8; INDEX_ENTRY_LEN];
     b[..8].copy_from_slice(&entry.header.key_hash.to_le_bytes());

@@ -15,6 +15,9 @@ pub(crate) struct Loc {
     pub offset: u32,
     pub value_len: u32,
     pub key_len: u16,
+    /// The latest record is a removal. Kept (and copied forward by compaction) while an older
+    /// segment may still hold a record of the key, so that the key cannot come back.
+    pub tombstone: bool,
 }
 
 impl Loc {
@@ -34,8 +37,11 @@ pub(crate) struct SegInfo {
     pub idx_consumed: u64,
     /// End of the last record the applied entries describe (the data file's logical end).
     pub data_end: u64,
-    /// Bytes of records that are the latest for their key.
+    /// Bytes of value records that are the latest for their key.
     pub live_bytes: u64,
+    /// Bytes of tombstones that are the latest for their key (needed, so not dead space).
+    pub tomb_bytes: u64,
+    /// Keys whose latest record, a value, is here.
     pub live_entries: u64,
 }
 
@@ -49,7 +55,7 @@ impl SegInfo {
     pub(crate) fn dead_bytes(&self) -> u64 {
         self.data_end
             .saturating_sub(SEGMENT_HEADER_LEN as u64)
-            .saturating_sub(self.live_bytes)
+            .saturating_sub(self.live_bytes + self.tomb_bytes)
     }
 }
 
@@ -60,8 +66,12 @@ pub(crate) struct Index {
 }
 
 impl Index {
+    /// The location of the key's value, if its latest record is one.
     pub(crate) fn get(&self, key_hash: u64) -> Option<Loc> {
-        self.map.get(&key_hash).copied()
+        self.map
+            .get(&key_hash)
+            .filter(|loc| !loc.tombstone)
+            .copied()
     }
 
     pub(crate) fn segs(&self) -> &BTreeMap<u32, SegInfo> {
@@ -80,6 +90,7 @@ impl Index {
             offset: entry.offset,
             value_len: entry.header.value_len,
             key_len: entry.header.key_len as u16,
+            tombstone: entry.header.is_tombstone(),
         };
         let end = u64::from(entry.offset) + loc.record_len();
         let info = self.segs.entry(seg).or_default();
@@ -91,11 +102,11 @@ impl Index {
             }
             self.unaccount(old);
         }
-        if entry.header.is_tombstone() {
-            self.map.remove(&hash);
+        self.map.insert(hash, loc);
+        let info = self.segs.entry(seg).or_default();
+        if loc.tombstone {
+            info.tomb_bytes += loc.record_len();
         } else {
-            self.map.insert(hash, loc);
-            let info = self.segs.entry(seg).or_default();
             info.live_bytes += loc.record_len();
             info.live_entries += 1;
         }
@@ -121,7 +132,7 @@ impl Index {
         self.segs.clear();
     }
 
-    /// The live entries of one segment, in file order.
+    /// The latest records (values and tombstones) in one segment, in file order.
     pub(crate) fn entries_of(&self, seg: u32) -> Vec<(u64, Loc)> {
         let mut out: Vec<(u64, Loc)> = self
             .map
@@ -135,7 +146,12 @@ impl Index {
 
     /// Every live entry, newest segment first and in file order within a segment.
     pub(crate) fn all_newest_first(&self) -> Vec<(u64, Loc)> {
-        let mut out: Vec<(u64, Loc)> = self.map.iter().map(|(&h, &l)| (h, l)).collect();
+        let mut out: Vec<(u64, Loc)> = self
+            .map
+            .iter()
+            .filter(|(_, l)| !l.tombstone)
+            .map(|(&h, &l)| (h, l))
+            .collect();
         out.sort_unstable_by(|a, b| b.1.seg.cmp(&a.1.seg).then(a.1.offset.cmp(&b.1.offset)));
         out
     }
@@ -149,8 +165,12 @@ impl Index {
 
     fn unaccount(&mut self, loc: Loc) {
         if let Some(info) = self.segs.get_mut(&loc.seg) {
-            info.live_bytes = info.live_bytes.saturating_sub(loc.record_len());
-            info.live_entries = info.live_entries.saturating_sub(1);
+            if loc.tombstone {
+                info.tomb_bytes = info.tomb_bytes.saturating_sub(loc.record_len());
+            } else {
+                info.live_bytes = info.live_bytes.saturating_sub(loc.record_len());
+                info.live_entries = info.live_entries.saturating_sub(1);
+            }
         }
     }
 }

@@ -153,9 +153,19 @@ impl Disk {
         self.index.read().get(disk_hash(key)).is_some()
     }
 
-    /// Reads and checks the record at `loc`; a bad or vanished record is forgotten, counted
-    /// and reported as `None`.
+    /// Reads and checks the value record at `loc`; a bad or vanished record is forgotten,
+    /// counted and reported as `None`.
     fn read_record(&self, hash: u64, loc: Loc) -> Option<(RecordHeader, Vec<u8>)> {
+        self.read_checked(hash, loc)
+            .filter(|(h, _)| !h.is_tombstone())
+    }
+
+    /// Reads and checks the record at `loc`, value or tombstone (compaction copies both).
+    pub(crate) fn read_raw(&self, hash: u64, loc: Loc) -> Option<(RecordHeader, Vec<u8>)> {
+        self.read_checked(hash, loc)
+    }
+
+    fn read_checked(&self, hash: u64, loc: Loc) -> Option<(RecordHeader, Vec<u8>)> {
         let mut buf = vec![0u8; loc.record_len() as usize];
         let read = self
             .data_file(loc.seg)
@@ -173,7 +183,7 @@ impl Disk {
             Ok(header)
                 if header.key_hash == hash
                     && header.value_len == loc.value_len
-                    && !header.is_tombstone() =>
+                    && header.is_tombstone() == loc.tombstone =>
             {
                 Some((header, buf))
             }
@@ -303,7 +313,11 @@ impl Disk {
                 let at = (u64::from(loc.offset) - start) as usize;
                 let record = &buf[at..at + loc.record_len() as usize];
                 match (ok, decode_record(record, loc.record_len())) {
-                    (true, Ok(h)) if h.key_hash == hash && !h.is_tombstone() => {
+                    (true, Ok(h))
+                        if h.key_hash == hash
+                            && h.value_len == loc.value_len
+                            && !h.is_tombstone() =>
+                    {
                         let key_end = RECORD_HEADER_LEN + h.key_len as usize;
                         if !f(&record[RECORD_HEADER_LEN..key_end], &record[key_end..]) {
                             return;

@@ -100,6 +100,9 @@ impl Disk {
             }
         }
         self.refresh()?;
+        for orphan in dir::orphan_data_files(&self.cfg.dir)? {
+            dir::remove_if_present(&orphan)?;
+        }
         Ok(Batch {
             disk: self,
             active,
@@ -279,11 +282,15 @@ impl Batch<'_> {
     }
 
     fn create_segment(&mut self, id: u32) -> io::Result<Active> {
+        // We hold the lock and `id` is past every indexed segment, so a file of that name is
+        // a leftover of a writer that died while creating it (or a damaged segment that was
+        // never indexed): replace it.
         let create = |path| {
             OpenOptions::new()
                 .read(true)
                 .write(true)
-                .create_new(true)
+                .create(true)
+                .truncate(true)
                 .open(path)
         };
         // The data file first: a segment becomes visible to readers with its index file.
@@ -321,6 +328,8 @@ impl Batch<'_> {
     /// limit per pass so that eviction always makes progress.
     pub(crate) fn enforce_limits(&mut self, is_hot: IsHot<'_>) -> io::Result<()> {
         self.write_out()?;
+        // Know the append target first, so that it is never taken for a victim.
+        self.ensure_active()?;
         let cfg = &self.disk.cfg;
         let mut reinsert_budget = cfg.max_bytes / 4;
         loop {
@@ -349,7 +358,8 @@ impl Batch<'_> {
         let live = self.disk.index.read().entries_of(seg);
         let mut kept = 0;
         for (hash, loc) in live {
-            if loc.record_len() > *budget || !self.key_is_hot(loc, is_hot) {
+            // The oldest segment's tombstones have no older record left to hide: dropped.
+            if loc.tombstone || loc.record_len() > *budget || !self.key_is_hot(loc, is_hot) {
                 continue;
             }
             if let Some((header, record)) = self.disk.read_record(hash, loc) {
@@ -375,11 +385,29 @@ impl Batch<'_> {
     }
 
     /// Reclaims dead space by rewriting sealed segments, the one with the most dead bytes
-    /// first. With `force`, every sealed segment holding dead records; otherwise until dead
+    /// first. With `force`, every segment holding dead records (the active one is sealed
+    /// first); otherwise until dead
     /// space is at most a tenth of the files (each dead byte is copied over at most once, so
     /// the work is proportional to what was overwritten).
     pub(crate) fn compact(&mut self, force: bool) -> io::Result<()> {
         self.write_out()?;
+        // Know the append target first, so that it is never taken for a victim.
+        self.ensure_active()?;
+        if force {
+            // Seal the active segment if it holds dead records, so they are reclaimed too.
+            let active = self.active.as_ref().map(|a| a.id);
+            let dead = active.and_then(|id| {
+                self.disk
+                    .index
+                    .read()
+                    .segs()
+                    .get(&id)
+                    .map(|s| s.dead_bytes())
+            });
+            if dead.is_some_and(|d| d > 0) {
+                self.rotate()?;
+            }
+        }
         loop {
             let active = self.active.as_ref().map(|a| a.id);
             let (worst, total_dead, total_bytes) = {
@@ -400,9 +428,19 @@ impl Batch<'_> {
                 return Ok(());
             }
             // Bound first: a guard in the loop header would live through the loop.
-            let live = self.disk.index.read().entries_of(seg);
+            let (live, oldest) = {
+                let ix = self.disk.index.read();
+                (ix.entries_of(seg), ix.segs().keys().next() == Some(&seg))
+            };
             for (hash, loc) in live {
-                if let Some((header, record)) = self.disk.read_record(hash, loc) {
+                if loc.tombstone {
+                    // Needed only while an older segment may hold the key.
+                    if oldest {
+                        self.disk.index.write().forget(hash, loc);
+                    } else if let Some((header, record)) = self.disk.read_raw(hash, loc) {
+                        self.push_raw(header, &record)?;
+                    }
+                } else if let Some((header, record)) = self.disk.read_record(hash, loc) {
                     self.push_raw(header, &record)?;
                 }
             }
@@ -418,11 +456,14 @@ impl Batch<'_> {
         self.entries.clear();
         *self.active = None;
         let segs: Vec<u32> = self.disk.index.read().segs().keys().copied().collect();
+        let next = segs.last().map_or(1, |id| id + 1);
         for seg in segs {
             self.delete_segment(seg)?;
         }
         dir::remove_segments(&self.disk.cfg.dir)?;
         self.disk.index.write().clear();
+        // Segment ids are never reused: another process may still index the old ones.
+        *self.active = Some(self.create_segment(next)?);
         Ok(())
     }
 

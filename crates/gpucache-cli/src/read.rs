@@ -1,0 +1,177 @@
+//! The read-only commands: `stats`, `ls`, `get`. None of them writes to the directory.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use gpucache::inspect::{self, CacheMeta, DirKind, DirStats, Lookup, Snapshot};
+use serde_json::{json, Value};
+
+use crate::output::{self, escape, hex, size, text_or_null};
+use crate::Outcome;
+
+/// `stats DIR`: meta and space use of a cache directory, or of each cache of a
+/// driver-versioned root.
+pub fn stats(out: &mut dyn Write, dir: &Path, as_json: bool) -> Result<Outcome> {
+    match inspect::classify(dir)? {
+        DirKind::Cache(_) => {
+            let snapshot = Snapshot::open(dir)?;
+            let (meta, stats) = (snapshot.meta().clone(), snapshot.stats()?);
+            drop(snapshot);
+            if as_json {
+                let mut value = stats_json(dir, &meta, &stats);
+                value["kind"] = json!("cache");
+                output::json(out, &value)?;
+            } else {
+                print_stats(out, dir, &meta, &stats)?;
+            }
+        }
+        DirKind::VersionedRoot(ids) => {
+            let mut caches = Vec::new();
+            for id in &ids {
+                let snapshot = Snapshot::open(id)?;
+                caches.push((id, snapshot.meta().clone(), snapshot.stats()?));
+            }
+            if as_json {
+                let list: Vec<Value> = caches
+                    .iter()
+                    .map(|(id, meta, stats)| stats_json(id, meta, stats))
+                    .collect();
+                let value = json!({
+                    "kind": "driver_versioned_root",
+                    "dir": dir.display().to_string(),
+                    "caches": list,
+                });
+                output::json(out, &value)?;
+            } else {
+                writeln!(
+                    out,
+                    "{} is a driver-versioned root holding {} caches (one per identity):",
+                    dir.display(),
+                    caches.len()
+                )?;
+                for (id, meta, stats) in &caches {
+                    writeln!(out)?;
+                    print_stats(out, id, meta, stats)?;
+                }
+            }
+        }
+    }
+    Ok(Outcome::Success)
+}
+
+fn stats_json(dir: &Path, meta: &CacheMeta, s: &DirStats) -> Value {
+    json!({
+        "dir": dir.display().to_string(),
+        "format_version": meta.format_version,
+        "cache_version": meta.cache_version,
+        "identity_text": text_or_null(&meta.identity),
+        "identity_hex": hex(&meta.identity),
+        "driver_versioned": meta.driver_versioned(),
+        "segments": s.segments,
+        "bad_segments": s.bad_segments,
+        "live_entries": s.live_entries,
+        "live_bytes": s.live_bytes,
+        "key_value_bytes": s.key_value_bytes,
+        "file_bytes": s.file_bytes,
+        "dead_bytes": s.dead_bytes,
+        "space_amplification": s.space_amplification(),
+    })
+}
+
+fn print_stats(out: &mut dyn Write, dir: &Path, meta: &CacheMeta, s: &DirStats) -> Result<()> {
+    let amplification = s
+        .space_amplification()
+        .map_or("n/a (nothing live)".to_owned(), |a| format!("{a:.3}"));
+    let yes_no = |b: bool| if b { "yes" } else { "no" };
+    let rows = [
+        ("directory", dir.display().to_string()),
+        ("format version", meta.format_version.to_string()),
+        ("cache version", meta.cache_version.to_string()),
+        ("identity", output::identity(&meta.identity)),
+        (
+            "driver-versioned",
+            yes_no(meta.driver_versioned()).to_owned(),
+        ),
+        ("segments", s.segments.to_string()),
+        ("unreadable segments", s.bad_segments.to_string()),
+        ("live entries", s.live_entries.to_string()),
+        ("live key+value bytes", size(s.key_value_bytes)),
+        ("live record bytes", size(s.live_bytes)),
+        ("file bytes", size(s.file_bytes)),
+        ("dead bytes", size(s.dead_bytes)),
+        ("space amplification", amplification),
+    ];
+    for (name, value) in rows {
+        writeln!(out, "{name:<22}{value}")?;
+    }
+    Ok(())
+}
+
+/// `ls DIR`: one line per live entry, in write order.
+pub fn ls(out: &mut dyn Write, dir: &Path, text: bool, as_json: bool) -> Result<Outcome> {
+    // Collected first: the snapshot's shared lock is not held while output is written.
+    let listing = inspect::entries(dir)?;
+    if as_json {
+        writeln!(out, "[")?;
+        let n = listing.entries.len();
+        for (i, e) in listing.entries.iter().enumerate() {
+            let item = json!({
+                "key": hex(&e.key),
+                "key_text": text_or_null(&e.key),
+                "value_len": e.value_len,
+                "segment": e.segment,
+                "offset": e.offset,
+            });
+            let comma = if i + 1 < n { "," } else { "" };
+            writeln!(out, "{item}{comma}")?;
+        }
+        writeln!(out, "]")?;
+    } else {
+        for e in &listing.entries {
+            let key = if text { escape(&e.key) } else { hex(&e.key) };
+            writeln!(
+                out,
+                "{:>10} {:08x} {:>10} {key}",
+                e.value_len, e.segment, e.offset
+            )?;
+        }
+    }
+    if listing.unreadable > 0 {
+        eprintln!(
+            "warning: {} live entries have unreadable records (run `gpucache verify`)",
+            listing.unreadable
+        );
+    }
+    Ok(Outcome::Success)
+}
+
+/// `get DIR KEY`: the value's raw bytes to `out_file` or standard output.
+pub fn get(
+    out: &mut dyn Write,
+    dir: &Path,
+    key: &[u8],
+    out_file: Option<&Path>,
+) -> Result<Outcome> {
+    match inspect::get(dir, key)? {
+        Lookup::Found(value) => {
+            match out_file {
+                Some(path) => std::fs::write(path, &value)
+                    .with_context(|| format!("cannot write {}", path.display()))?,
+                None => out.write_all(&value)?,
+            }
+            Ok(Outcome::Success)
+        }
+        Lookup::Absent => {
+            eprintln!("gpucache: key {} not found in {}", hex(key), dir.display());
+            Ok(Outcome::Negative)
+        }
+        Lookup::Corrupt(why) => {
+            eprintln!(
+                "gpucache: the record of key {} is corrupt ({why}); nothing written",
+                hex(key)
+            );
+            Ok(Outcome::Negative)
+        }
+    }
+}
