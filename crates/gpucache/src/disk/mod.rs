@@ -183,6 +183,7 @@ impl Disk {
             Ok(header)
                 if header.key_hash == hash
                     && header.value_len == loc.value_len
+                    && header.key_len == u32::from(loc.key_len)
                     && header.is_tombstone() == loc.tombstone =>
             {
                 Some((header, buf))
@@ -316,6 +317,7 @@ impl Disk {
                     (true, Ok(h))
                         if h.key_hash == hash
                             && h.value_len == loc.value_len
+                            && h.key_len == u32::from(loc.key_len)
                             && !h.is_tombstone() =>
                     {
                         let key_end = RECORD_HEADER_LEN + h.key_len as usize;
