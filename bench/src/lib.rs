@@ -2,4 +2,5 @@
 //! policy simulator shared by the benchmark binaries.
 
 pub mod belady;
+pub mod disk;
 pub mod traces;

@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering;
 use super::dir;
 use super::format::{
     decode_segment_header, encode_index_entry, encode_record, encode_segment_header, IndexEntry,
-    RecordHeader, SegmentFile, INDEX_ENTRY_LEN, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
+    RecordHeader, SegmentFile, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
 use super::index::Loc;
 use super::Disk;
@@ -35,12 +35,24 @@ pub(crate) struct Active {
     idx_len: u64,
 }
 
+/// Buffers a batch fills; owned by the writer so that their capacity outlives a batch.
+#[derive(Debug, Default)]
+pub(crate) struct WriteBuffers {
+    data: Vec<u8>,
+    entries: Vec<IndexEntry>,
+    index: Vec<u8>,
+}
+
 /// One locked batch of writes.
 pub(crate) struct Batch<'a> {
     disk: &'a Disk,
     active: &'a mut Option<Active>,
-    data_buf: Vec<u8>,
-    entries: Vec<IndexEntry>,
+    data_buf: &'a mut Vec<u8>,
+    entries: &'a mut Vec<IndexEntry>,
+    idx_buf: &'a mut Vec<u8>,
+    /// Whether the active segment was checked against the files in this batch (once is
+    /// enough: the lock keeps other writers out until the batch ends).
+    active_checked: bool,
     created_segment: bool,
     _lock: File,
 }
@@ -52,6 +64,7 @@ impl Disk {
     pub(crate) fn begin_batch<'a>(
         &'a self,
         active: &'a mut Option<Active>,
+        buffers: &'a mut WriteBuffers,
     ) -> io::Result<Batch<'a>> {
         if !self.is_writable() {
             return Err(io::Error::new(
@@ -103,11 +116,16 @@ impl Disk {
         for orphan in dir::orphan_data_files(&self.cfg.dir)? {
             dir::remove_if_present(&orphan)?;
         }
+        buffers.data.clear();
+        buffers.entries.clear();
+        buffers.index.clear();
         Ok(Batch {
             disk: self,
             active,
-            data_buf: Vec::new(),
-            entries: Vec::new(),
+            data_buf: &mut buffers.data,
+            entries: &mut buffers.entries,
+            idx_buf: &mut buffers.index,
+            active_checked: false,
             created_segment: false,
             _lock: lock,
         })
@@ -134,7 +152,7 @@ impl Batch<'_> {
             return Ok(());
         }
         let offset = self.reserve(header.record_len())?;
-        encode_record(&mut self.data_buf, key, value, flags);
+        encode_record(self.data_buf, key, value, flags);
         self.entries.push(IndexEntry { header, offset });
         Ok(())
     }
@@ -175,14 +193,15 @@ impl Batch<'_> {
             .active
             .as_mut()
             .expect("records imply an active segment");
-        let mut idx_buf = Vec::with_capacity(self.entries.len() * INDEX_ENTRY_LEN);
-        for e in &self.entries {
+        let idx_buf = &mut *self.idx_buf;
+        idx_buf.clear();
+        for e in self.entries.iter() {
             idx_buf.extend_from_slice(&encode_index_entry(e));
         }
         let written = a
             .data
-            .write_all_at(&self.data_buf, a.data_len)
-            .and_then(|()| a.idx.write_all_at(&idx_buf, a.idx_len));
+            .write_all_at(self.data_buf, a.data_len)
+            .and_then(|()| a.idx.write_all_at(idx_buf, a.idx_len));
         if let Err(e) = written {
             // Leave the files as they were, so the next append lines up.
             let _ = a.data.set_len(a.data_len);
@@ -193,7 +212,7 @@ impl Batch<'_> {
         }
         {
             let mut ix = self.disk.index.write();
-            for e in &self.entries {
+            for e in self.entries.iter() {
                 ix.apply(a.id, e);
             }
             ix.seg_mut(a.id).idx_consumed = a.idx_len + idx_buf.len() as u64;
@@ -225,6 +244,10 @@ impl Batch<'_> {
 
     /// Opens the newest segment for appending, repairing a torn tail, or starts a segment.
     fn ensure_active(&mut self) -> io::Result<()> {
+        if self.active_checked && self.active.is_some() {
+            return Ok(());
+        }
+        self.active_checked = true;
         let newest = self.disk.index.read().segs().keys().next_back().copied();
         let info = newest.and_then(|id| self.disk.index.read().segs().get(&id).copied());
         let reuse = matches!((&*self.active, newest), (Some(a), Some(id)) if a.id == id);

@@ -1,26 +1,29 @@
 //! The write-behind thread: stores return at once and are persisted here, in batches.
 //!
-//! The queue is bounded by bytes. When it is full a store is not persisted (it stays in the
+//! The queue is bounded by bytes (each operation counted as its key and value plus
+//! `OP_OVERHEAD`), not by a count, and allocates as it fills. When it is full a store is not
+//! persisted (it stays in the
 //! memory tier) and `queue_dropped` counts it: a cache must never make its caller, often a
 //! driver thread, wait for the disk. `flush` waits until everything queued before it is
 //! written and fsynced. Dropping the handle drains the queue, fsyncs and joins the thread.
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use bytes::Bytes;
 
-use super::write::{Active, IsHot};
+use super::write::{Active, IsHot, WriteBuffers};
 use super::Disk;
 
 /// Records per batch at most, and bytes per batch at most (a batch holds the lock).
 const BATCH_OPS: usize = 4096;
 const BATCH_BYTES: u64 = 8 << 20;
-/// Operations the channel holds at most (the byte bound usually binds first).
-const QUEUE_OPS: usize = 1 << 16;
+/// What one queued operation costs beyond its key and value (the channel slot, the `Bytes`
+/// handles), so that a flood of tiny stores is bounded too.
+const OP_OVERHEAD: u64 = 96;
 
 type Reply = SyncSender<io::Result<()>>;
 
@@ -38,7 +41,7 @@ enum Op {
 /// Handle to the write-behind thread of one disk cache.
 #[derive(Debug)]
 pub(crate) struct WriteBehind {
-    tx: Option<SyncSender<Op>>,
+    tx: Option<Sender<Op>>,
     queued_bytes: Arc<AtomicU64>,
     max_queued_bytes: u64,
     disk: Arc<Disk>,
@@ -47,13 +50,14 @@ pub(crate) struct WriteBehind {
 
 impl WriteBehind {
     pub(crate) fn spawn(disk: Arc<Disk>, is_hot: HotFn, max_queued_bytes: u64) -> io::Result<Self> {
-        let (tx, rx) = mpsc::sync_channel(QUEUE_OPS);
+        let (tx, rx) = mpsc::channel();
         let queued_bytes = Arc::new(AtomicU64::new(0));
         let worker = Worker {
             disk: Arc::clone(&disk),
             queued_bytes: Arc::clone(&queued_bytes),
             is_hot,
             active: None,
+            buffers: WriteBuffers::default(),
         };
         let thread = std::thread::Builder::new()
             .name("gpucache-writer".into())
@@ -69,23 +73,19 @@ impl WriteBehind {
 
     /// Queues a store; `false` (and counted) if the queue is full.
     pub(crate) fn put(&self, key: Bytes, value: Bytes) -> bool {
-        let size = (key.len() + value.len()) as u64;
-        self.enqueue(Op::Put(key, value), size)
+        self.enqueue(Op::Put(key, value))
     }
 
     /// Queues a removal; `false` if the queue is full.
     pub(crate) fn remove(&self, key: Bytes) -> bool {
-        let size = key.len() as u64;
-        self.enqueue(Op::Remove(key), size)
+        self.enqueue(Op::Remove(key))
     }
 
-    fn enqueue(&self, op: Op, size: u64) -> bool {
+    fn enqueue(&self, op: Op) -> bool {
+        let size = op_size(&op);
         let queued = self.queued_bytes.fetch_add(size, Ordering::AcqRel);
         let sent = queued + size <= self.max_queued_bytes
-            && match self.tx.as_ref().map(|tx| tx.try_send(op)) {
-                Some(Ok(())) => true,
-                Some(Err(TrySendError::Full(_) | TrySendError::Disconnected(_))) | None => false,
-            };
+            && self.tx.as_ref().is_some_and(|tx| tx.send(op).is_ok());
         if !sent {
             self.queued_bytes.fetch_sub(size, Ordering::AcqRel);
             self.disk.counters.add_queue_dropped();
@@ -111,7 +111,6 @@ impl WriteBehind {
     fn call(&self, make: fn(Reply) -> Op) -> io::Result<()> {
         let (reply_tx, reply_rx) = mpsc::sync_channel(1);
         let tx = self.tx.as_ref().expect("sender lives until drop");
-        // Barriers block when the queue is full: the caller asked to wait.
         tx.send(make(reply_tx))
             .map_err(|_| io::Error::other("write-behind thread has stopped"))?;
         reply_rx
@@ -135,6 +134,8 @@ struct Worker {
     queued_bytes: Arc<AtomicU64>,
     is_hot: HotFn,
     active: Option<Active>,
+    /// Kept across batches so that their capacity is allocated once.
+    buffers: WriteBuffers,
 }
 
 impl Worker {
@@ -225,7 +226,7 @@ impl Worker {
         let is_hot: IsHot<'_> = &*self.is_hot;
         let result = self
             .disk
-            .begin_batch(&mut self.active)
+            .begin_batch(&mut self.active, &mut self.buffers)
             .and_then(|mut batch| f(&mut batch, is_hot));
         if let Err(e) = &result {
             if self.disk.is_writable() {
@@ -240,8 +241,8 @@ impl Worker {
 
 fn op_size(op: &Op) -> u64 {
     match op {
-        Op::Put(k, v) => (k.len() + v.len()) as u64,
-        Op::Remove(k) => k.len() as u64,
+        Op::Put(k, v) => (k.len() + v.len()) as u64 + OP_OVERHEAD,
+        Op::Remove(k) => k.len() as u64 + OP_OVERHEAD,
         _ => 0,
     }
 }
