@@ -1,6 +1,7 @@
 //! Synthetic request traces for hit-ratio comparisons. Keys are `u64`; every trace is
 //! reproducible from its seed.
 
+use gpucache::{PolicyKind, StoreBuilder};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -131,6 +132,28 @@ pub fn pages_share_programs(requests: usize, capacity: usize, seed: u64) -> Trac
         capacity,
         keys,
     }
+}
+
+/// Replays `trace` through a real one-shard `gpucache::Store` bounded to the trace's
+/// capacity in entries, as a cache sees it (a miss stores the key); returns the hits.
+pub fn replay_hits(trace: &Trace, policy: PolicyKind) -> u64 {
+    let store = StoreBuilder::new()
+        .max_entries(trace.capacity as u64)
+        .max_bytes(u64::MAX / 2)
+        .shards(1)
+        .policy(policy)
+        .build()
+        .expect("valid store settings");
+    let mut hits = 0;
+    for key in &trace.keys {
+        let key = key.to_le_bytes();
+        if store.get(&key).is_some() {
+            hits += 1;
+        } else {
+            store.insert(&key, vec![0u8; 1]).expect("value fits");
+        }
+    }
+    hits
 }
 
 /// The standard set of traces of the hit-ratio benchmark.

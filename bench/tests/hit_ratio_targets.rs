@@ -1,29 +1,9 @@
 //! The hit-ratio targets, checked on smaller traces than the benchmark's (hit counts are
 //! deterministic, so this is a test, not a timing).
 
-use gpucache::{PolicyKind, StoreBuilder};
+use gpucache::PolicyKind;
 use gpucache_bench::belady::optimal_hits;
-use gpucache_bench::traces::{standard, Trace};
-
-fn hits(trace: &Trace, policy: PolicyKind) -> u64 {
-    let store = StoreBuilder::new()
-        .max_entries(trace.capacity as u64)
-        .max_bytes(u64::MAX / 2)
-        .shards(1)
-        .policy(policy)
-        .build()
-        .unwrap();
-    let mut hits = 0;
-    for key in &trace.keys {
-        let key = key.to_le_bytes();
-        if store.get(&key).is_some() {
-            hits += 1;
-        } else {
-            store.insert(&key, vec![0u8]).unwrap();
-        }
-    }
-    hits
-}
+use gpucache_bench::traces::{replay_hits as hits, standard};
 
 #[test]
 fn s3_fifo_resists_the_loop_and_keeps_up_on_zipf() {

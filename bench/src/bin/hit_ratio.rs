@@ -5,31 +5,11 @@
 //!
 //! Usage: `hit_ratio [--requests N] [--capacity C]`.
 
-use gpucache::{PolicyKind, StoreBuilder};
+use gpucache::PolicyKind;
 use gpucache_bench::belady::optimal_hits;
-use gpucache_bench::traces::{standard, Trace};
+use gpucache_bench::traces::{replay_hits, standard, Trace};
 
 const POLICIES: [PolicyKind; 2] = [PolicyKind::Lru, PolicyKind::S3Fifo];
-
-fn replay(trace: &Trace, policy: PolicyKind) -> u64 {
-    let store = StoreBuilder::new()
-        .max_entries(trace.capacity as u64)
-        .max_bytes(u64::MAX / 2)
-        .shards(1)
-        .policy(policy)
-        .build()
-        .expect("valid store settings");
-    let mut hits = 0;
-    for key in &trace.keys {
-        let key = key.to_le_bytes();
-        if store.get(&key).is_some() {
-            hits += 1;
-        } else {
-            store.insert(&key, vec![0u8; 1]).expect("value fits");
-        }
-    }
-    hits
-}
 
 fn arg(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();
@@ -57,7 +37,7 @@ fn main() {
         print!("| {} | {:.1}% |", trace.name, 100.0 * best as f64 / n);
         let mut ratios = Vec::new();
         for policy in POLICIES {
-            let hits = replay(&trace, policy);
+            let hits = replay_hits(&trace, policy);
             let of_best = if best == 0 {
                 0.0
             } else {

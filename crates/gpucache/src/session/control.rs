@@ -1,82 +1,34 @@
 //! Cache control by kind (`ID3D12Device9::ShaderCacheControl`).
 
-use std::ops::BitOr;
-
+use super::bits::d3d12_flags;
 use crate::{Error, Result};
 
-/// Which caches a control request applies to (`D3D12_SHADER_CACHE_KIND_FLAGS`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct CacheKinds(u32);
-
-impl CacheKinds {
-    /// The cache of driver compilations managed by the runtime. gpucache has none; requests
-    /// for it succeed and do nothing ("any one of these caches may or may not exist").
-    pub const IMPLICIT_D3D_CACHE_FOR_DRIVER: Self = Self(0x1);
-    /// The cache of shader-format conversions. gpucache has none; as above.
-    pub const IMPLICIT_D3D_CONVERSIONS: Self = Self(0x2);
-    /// The cache the driver manages: in gpucache, the EGL blob cache that drivers fill
-    /// through the `set`/`get` callbacks.
-    pub const IMPLICIT_DRIVER_MANAGED: Self = Self(0x4);
-    /// Every cache opened through sessions.
-    pub const APPLICATION_MANAGED: Self = Self(0x8);
-    const ALL: u32 = 0xF;
-
-    /// The kinds from their D3D12 bits; `None` if an unknown bit is set.
-    pub fn from_bits(bits: u32) -> Option<Self> {
-        (bits & !Self::ALL == 0).then_some(Self(bits))
-    }
-
-    /// The D3D12 bits.
-    pub fn bits(self) -> u32 {
-        self.0
-    }
-
-    /// Whether every kind of `other` is included.
-    pub fn contains(self, other: Self) -> bool {
-        self.0 & other.0 == other.0
+d3d12_flags! {
+    /// Which caches a control request applies to (`D3D12_SHADER_CACHE_KIND_FLAGS`).
+    pub struct CacheKinds {
+        /// The cache of driver compilations managed by the runtime. gpucache has none;
+        /// requests for it succeed and do nothing ("any one of these caches may or may not
+        /// exist").
+        IMPLICIT_D3D_CACHE_FOR_DRIVER = 0x1,
+        /// The cache of shader-format conversions. gpucache has none; as above.
+        IMPLICIT_D3D_CONVERSIONS = 0x2,
+        /// The cache the driver manages: in gpucache, the EGL blob cache that drivers fill
+        /// through the `set`/`get` callbacks.
+        IMPLICIT_DRIVER_MANAGED = 0x4,
+        /// Every cache opened through sessions.
+        APPLICATION_MANAGED = 0x8,
     }
 }
 
-impl BitOr for CacheKinds {
-    type Output = Self;
-    fn bitor(self, rhs: Self) -> Self {
-        Self(self.0 | rhs.0)
-    }
-}
-
-/// What to do to the caches (`D3D12_SHADER_CACHE_CONTROL_FLAGS`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct CacheControl(u32);
-
-impl CacheControl {
-    /// Stop finding and storing; opening sessions fails with `NotCurrentlyAvailable`.
-    pub const DISABLE: Self = Self(0x1);
-    /// Resume after `DISABLE`.
-    pub const ENABLE: Self = Self(0x2);
-    /// Delete the existing contents.
-    pub const CLEAR: Self = Self(0x4);
-    const ALL: u32 = 0x7;
-
-    /// The control from its D3D12 bits; `None` if an unknown bit is set.
-    pub fn from_bits(bits: u32) -> Option<Self> {
-        (bits & !Self::ALL == 0).then_some(Self(bits))
-    }
-
-    /// The D3D12 bits.
-    pub fn bits(self) -> u32 {
-        self.0
-    }
-
-    /// Whether every flag of `other` is set.
-    pub fn contains(self, other: Self) -> bool {
-        self.0 & other.0 == other.0
-    }
-}
-
-impl BitOr for CacheControl {
-    type Output = Self;
-    fn bitor(self, rhs: Self) -> Self {
-        Self(self.0 | rhs.0)
+d3d12_flags! {
+    /// What to do to the caches (`D3D12_SHADER_CACHE_CONTROL_FLAGS`).
+    pub struct CacheControl {
+        /// Stop finding and storing; opening sessions fails with `NotCurrentlyAvailable`.
+        DISABLE = 0x1,
+        /// Resume after `DISABLE`.
+        ENABLE = 0x2,
+        /// Delete the existing contents.
+        CLEAR = 0x4,
     }
 }
 

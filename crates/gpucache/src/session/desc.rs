@@ -1,6 +1,6 @@
 //! The description a session is opened with (`D3D12_SHADER_CACHE_SESSION_DESC`).
 
-use std::ops::BitOr;
+use super::bits::d3d12_flags;
 
 /// Where a session's entries live.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -12,41 +12,17 @@ pub enum CacheMode {
     Disk,
 }
 
-/// Modifiers of a session (`D3D12_SHADER_CACHE_FLAGS`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct SessionFlags(u32);
-
-impl SessionFlags {
-    /// No flags.
-    pub const NONE: Self = Self(0);
-    /// The cache is versioned by the driver in use as well as by `version`; caches of
-    /// different drivers live side by side.
-    pub const DRIVER_VERSIONED: Self = Self(0x1);
-    /// A disk cache lives in the current working directory instead of the user's cache
-    /// directory, and application-wide clears leave it alone.
-    pub const USE_WORKING_DIR: Self = Self(0x2);
-    const ALL: u32 = 0x3;
-
-    /// The flags from their D3D12 bits; `None` if an unknown bit is set.
-    pub fn from_bits(bits: u32) -> Option<Self> {
-        (bits & !Self::ALL == 0).then_some(Self(bits))
-    }
-
-    /// The D3D12 bits.
-    pub fn bits(self) -> u32 {
-        self.0
-    }
-
-    /// Whether every flag of `other` is set.
-    pub fn contains(self, other: Self) -> bool {
-        self.0 & other.0 == other.0
-    }
-}
-
-impl BitOr for SessionFlags {
-    type Output = Self;
-    fn bitor(self, rhs: Self) -> Self {
-        Self(self.0 | rhs.0)
+d3d12_flags! {
+    /// Modifiers of a session (`D3D12_SHADER_CACHE_FLAGS`).
+    pub struct SessionFlags {
+        /// No flags.
+        NONE = 0,
+        /// The cache is versioned by the driver in use as well as by `version`; caches of
+        /// different drivers live side by side.
+        DRIVER_VERSIONED = 0x1,
+        /// A disk cache lives in the current working directory instead of the user's cache
+        /// directory, and application-wide clears leave it alone.
+        USE_WORKING_DIR = 0x2,
     }
 }
 

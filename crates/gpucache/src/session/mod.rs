@@ -28,6 +28,7 @@
 //! defaults; opening an identifier that is open in the other mode is `InvalidArgument`; when
 //! the last session of a disk cache closes, pending writes are flushed and the cache closed.
 
+mod bits;
 mod control;
 mod desc;
 
