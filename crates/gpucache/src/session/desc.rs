@@ -8,7 +8,7 @@ pub enum CacheMode {
     /// No backing files: every entry is gone once the last session of the cache closes.
     #[default]
     Memory,
-    /// Backed by files that persist from run to run (arrives with the disk tier).
+    /// Backed by files that persist from run to run (see the module documentation).
     Disk,
 }
 
