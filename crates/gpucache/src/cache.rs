@@ -22,11 +22,13 @@ use std::thread::JoinHandle;
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 
-use crate::disk::format::{disk_hash, Meta, MAX_KEY_LEN, META_FLAG_DRIVER_VERSIONED};
+use crate::disk::format::{
+    disk_hash, Meta, INDEX_ENTRY_LEN, MAX_KEY_LEN, META_FLAG_DRIVER_VERSIONED, RECORD_HEADER_LEN,
+};
 use crate::disk::writer::WriteBehind;
 use crate::disk::{Disk, DiskConfig, DiskLookup, DiskStats};
 use crate::hash::KeyHasher;
-use crate::store::{Lookup, OnExisting, WhenFull};
+use crate::store::{copy_if_fits, Lookup, OnExisting, WhenFull};
 use crate::{Error, PolicyKind, Result, Store, StoreBuilder, StoreStats};
 
 /// Configures and opens a [`Cache`]; each setter states its default.
@@ -271,9 +273,7 @@ impl Cache {
     /// Nothing is written to `buf` unless it is large enough.
     pub fn get_into(&self, key: &[u8], buf: &mut [u8]) -> Option<usize> {
         let value = self.get(key)?;
-        if let Some(dst) = buf.get_mut(..value.len()) {
-            dst.copy_from_slice(&value);
-        }
+        copy_if_fits(&value, buf);
         Some(value.len())
     }
 
@@ -341,9 +341,8 @@ impl Cache {
     /// its byte limit (a D3D12 disk session refuses such a store with `CacheFull`).
     pub(crate) fn disk_would_overflow(&self, key_len: usize, value_len: usize) -> bool {
         self.disk.as_ref().is_some_and(|disk| {
-            let stats = disk.stats();
-            let record = (24 + 32 + key_len + value_len) as u64;
-            stats.file_bytes + record > disk.max_bytes()
+            let record = RECORD_HEADER_LEN + INDEX_ENTRY_LEN + key_len + value_len;
+            disk.file_bytes() + record as u64 > disk.max_bytes()
         })
     }
 

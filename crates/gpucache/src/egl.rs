@@ -22,6 +22,7 @@ use parking_lot::RwLock;
 use std::path::PathBuf;
 
 use crate::session::CacheControl;
+use crate::store::copy_if_fits;
 use crate::{Cache, CacheBuilder, CacheStats, PolicyKind, Result, Store};
 
 /// Settings of a blob cache; each setter states its default.
@@ -192,19 +193,14 @@ impl BlobCache {
         let Some(value) = self.cache.get(key) else {
             return 0;
         };
-        match buf.get_mut(..value.len()) {
-            Some(dst) => {
-                dst.copy_from_slice(&value);
-                value.len()
-            }
-            None => {
-                self.gets_buffer_too_small.fetch_add(1, Ordering::Relaxed);
-                if self.miss_on_oversize {
-                    0
-                } else {
-                    value.len()
-                }
-            }
+        if copy_if_fits(&value, buf) {
+            return value.len();
+        }
+        self.gets_buffer_too_small.fetch_add(1, Ordering::Relaxed);
+        if self.miss_on_oversize {
+            0
+        } else {
+            value.len()
         }
     }
 

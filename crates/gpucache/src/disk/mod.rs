@@ -109,6 +109,11 @@ impl Disk {
         &self.cfg.dir
     }
 
+    /// Bytes of the segment files, as far as the index knows.
+    pub(crate) fn file_bytes(&self) -> u64 {
+        self.index.read().totals().2
+    }
+
     pub(crate) fn max_bytes(&self) -> u64 {
         self.cfg.max_bytes
     }
@@ -337,8 +342,11 @@ impl Disk {
 
     /// Counters and gauges.
     pub(crate) fn stats(&self) -> DiskStats {
-        let (entries, live_bytes, file_bytes) = self.index.read().totals();
-        let segments = self.index.read().segs().len() as u64;
+        let (entries, live_bytes, file_bytes, segments) = {
+            let ix = self.index.read();
+            let (e, l, f) = ix.totals();
+            (e, l, f, ix.segs().len() as u64)
+        };
         self.counters.snapshot(
             entries,
             live_bytes,

@@ -42,7 +42,7 @@ use parking_lot::Mutex;
 
 use crate::cache::CacheLookup;
 use crate::hash::KeyHasher;
-use crate::store::WhenFull;
+use crate::store::{copy_if_fits, WhenFull};
 use crate::{Cache, CacheBuilder, CacheStats, Error, PolicyKind, Result};
 pub use control::{cache_control, CacheControl, CacheKinds};
 pub use desc::{CacheMode, SessionDesc, SessionFlags};
@@ -293,12 +293,12 @@ impl Session {
     /// smaller than the value gets [`Error::BufferTooSmall`] and is not written.
     pub fn find_into(&self, key: &[u8], buf: &mut [u8]) -> Result<usize> {
         let value = self.find(key)?;
-        let given = buf.len() as u64;
-        let dst = buf.get_mut(..value.len()).ok_or(Error::BufferTooSmall {
-            needed: value.len() as u64,
-            given,
-        })?;
-        dst.copy_from_slice(&value);
+        if !copy_if_fits(&value, buf) {
+            return Err(Error::BufferTooSmall {
+                needed: value.len() as u64,
+                given: buf.len() as u64,
+            });
+        }
         Ok(value.len())
     }
 

@@ -213,9 +213,7 @@ impl Store {
     /// `None` if it is not. Nothing is written to `buf` unless `buf.len() >= size`.
     pub fn get_into(&self, key: &[u8], buf: &mut [u8]) -> Option<usize> {
         let value = self.get(key)?;
-        if let Some(dst) = buf.get_mut(..value.len()) {
-            dst.copy_from_slice(&value);
-        }
+        copy_if_fits(&value, buf);
         Some(value.len())
     }
 
@@ -357,6 +355,18 @@ impl Store {
         // an injected hasher may put all its entropy in the low bits.
         let mixed = hash.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         &self.shards[(mixed >> self.shard_shift) as usize]
+    }
+}
+
+/// Copies `value` to the front of `buf` if it fits, and writes nothing otherwise: the C-style
+/// contract shared by `get_into`, the EGL `get` and the sessions' `find_into`.
+pub(crate) fn copy_if_fits(value: &[u8], buf: &mut [u8]) -> bool {
+    match buf.get_mut(..value.len()) {
+        Some(dst) => {
+            dst.copy_from_slice(value);
+            true
+        }
+        None => false,
     }
 }
 
