@@ -136,7 +136,8 @@ pub struct BlobCacheStats {
 pub struct BlobCache {
     cache: Cache,
     max_key_size: usize,
-    miss_on_oversize: bool,
+    /// Changed at run time by an install helper that recognises the driver.
+    miss_on_oversize: AtomicBool,
     gets_buffer_too_small: AtomicU64,
     sets_dropped: AtomicU64,
     calls_while_disabled: AtomicU64,
@@ -159,7 +160,7 @@ impl BlobCache {
         Ok(Self {
             cache: builder.open()?,
             max_key_size: config.max_key_size,
-            miss_on_oversize: config.miss_on_oversize,
+            miss_on_oversize: AtomicBool::new(config.miss_on_oversize),
             gets_buffer_too_small: AtomicU64::new(0),
             sets_dropped: AtomicU64::new(0),
             calls_while_disabled: AtomicU64::new(0),
@@ -197,11 +198,21 @@ impl BlobCache {
             return value.len();
         }
         self.gets_buffer_too_small.fetch_add(1, Ordering::Relaxed);
-        if self.miss_on_oversize {
+        if self.miss_on_oversize.load(Ordering::Relaxed) {
             0
         } else {
             value.len()
         }
+    }
+
+    /// Turns [`BlobCacheConfig::miss_on_oversize`] on or off from now on.
+    pub fn set_miss_on_oversize(&self, on: bool) {
+        self.miss_on_oversize.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether a value larger than the caller's buffer is answered with 0.
+    pub fn miss_on_oversize(&self) -> bool {
+        self.miss_on_oversize.load(Ordering::Relaxed)
     }
 
     /// Counters.
@@ -271,6 +282,17 @@ pub fn set(key: &[u8], value: &[u8]) {
 /// [`BlobCache::get`] on the process-global cache; 0 when none is configured.
 pub fn get(key: &[u8], buf: &mut [u8]) -> usize {
     global().map_or(0, |cache| cache.get(key, buf))
+}
+
+/// [`BlobCache::set_miss_on_oversize`] on the process-global cache; `false` when none is
+/// configured.
+pub fn set_miss_on_oversize(on: bool) -> bool {
+    global().map(|cache| cache.set_miss_on_oversize(on)).is_some()
+}
+
+/// [`BlobCache::miss_on_oversize`] of the process-global cache, if one is configured.
+pub fn miss_on_oversize() -> Option<bool> {
+    global().map(|cache| cache.miss_on_oversize())
 }
 
 /// Counters of the process-global cache, if one is configured.

@@ -48,6 +48,11 @@ fn miss_on_oversize_answers_zero_for_mesa() {
     assert_eq!(c.stats().gets_buffer_too_small, 1);
     let mut enough = [0u8; 100];
     assert_eq!(c.get(b"key", &mut enough), 100);
+    // Switched off at run time: the extension's answer, the size, without a copy.
+    c.set_miss_on_oversize(false);
+    assert!(!c.miss_on_oversize());
+    assert_eq!(c.get(b"key", &mut buf), 100);
+    assert_eq!(buf, [0u8; 64]);
 }
 
 #[test]
