@@ -1,5 +1,7 @@
 //! The read-only commands: `stats`, `ls`, `get`. None of them writes to the directory.
 
+mod blob;
+
 use std::io::Write;
 use std::path::Path;
 
@@ -9,33 +11,40 @@ use serde_json::{json, Value};
 
 use crate::output::{self, escape, hex, size, text_or_null};
 use crate::Outcome;
+use blob::BlobSection;
 
 /// `stats DIR`: meta and space use of a cache directory, or of each cache of a
-/// driver-versioned root.
+/// driver-versioned root, with the EGL blob cache's diagnostics where there are some.
 pub fn stats(out: &mut dyn Write, dir: &Path, as_json: bool) -> Result<Outcome> {
     match inspect::classify(dir)? {
         DirKind::Cache(_) => {
             let snapshot = Snapshot::open(dir)?;
             let (meta, stats) = (snapshot.meta().clone(), snapshot.stats()?);
             drop(snapshot);
+            let blob = BlobSection::load(dir);
+            blob.warn();
             if as_json {
-                let mut value = stats_json(dir, &meta, &stats);
+                let mut value = stats_json(dir, &meta, &stats, &blob);
                 value["kind"] = json!("cache");
                 output::json(out, &value)?;
             } else {
-                print_stats(out, dir, &meta, &stats)?;
+                print_stats(out, dir, &meta, &stats, &blob)?;
             }
         }
         DirKind::VersionedRoot(ids) => {
             let mut caches = Vec::new();
             for id in &ids {
                 let snapshot = Snapshot::open(id)?;
-                caches.push((id, snapshot.meta().clone(), snapshot.stats()?));
+                let (meta, stats) = (snapshot.meta().clone(), snapshot.stats()?);
+                drop(snapshot);
+                let blob = BlobSection::load(id);
+                blob.warn();
+                caches.push((id, meta, stats, blob));
             }
             if as_json {
                 let list: Vec<Value> = caches
                     .iter()
-                    .map(|(id, meta, stats)| stats_json(id, meta, stats))
+                    .map(|(id, meta, stats, blob)| stats_json(id, meta, stats, blob))
                     .collect();
                 let value = json!({
                     "kind": "driver_versioned_root",
@@ -50,9 +59,9 @@ pub fn stats(out: &mut dyn Write, dir: &Path, as_json: bool) -> Result<Outcome> 
                     dir.display(),
                     caches.len()
                 )?;
-                for (id, meta, stats) in &caches {
+                for (id, meta, stats, blob) in &caches {
                     writeln!(out)?;
-                    print_stats(out, id, meta, stats)?;
+                    print_stats(out, id, meta, stats, blob)?;
                 }
             }
         }
@@ -60,8 +69,8 @@ pub fn stats(out: &mut dyn Write, dir: &Path, as_json: bool) -> Result<Outcome> 
     Ok(Outcome::Success)
 }
 
-fn stats_json(dir: &Path, meta: &CacheMeta, s: &DirStats) -> Value {
-    json!({
+fn stats_json(dir: &Path, meta: &CacheMeta, s: &DirStats, blob: &BlobSection) -> Value {
+    let mut value = json!({
         "dir": dir.display().to_string(),
         "format_version": meta.format_version,
         "cache_version": meta.cache_version,
@@ -76,10 +85,18 @@ fn stats_json(dir: &Path, meta: &CacheMeta, s: &DirStats) -> Value {
         "file_bytes": s.file_bytes,
         "dead_bytes": s.dead_bytes,
         "space_amplification": s.space_amplification(),
-    })
+    });
+    blob.add_json(&mut value);
+    value
 }
 
-fn print_stats(out: &mut dyn Write, dir: &Path, meta: &CacheMeta, s: &DirStats) -> Result<()> {
+fn print_stats(
+    out: &mut dyn Write,
+    dir: &Path,
+    meta: &CacheMeta,
+    s: &DirStats,
+    blob: &BlobSection,
+) -> Result<()> {
     let amplification = s
         .space_amplification()
         .map_or("n/a (nothing live)".to_owned(), |a| format!("{a:.3}"));
@@ -105,7 +122,7 @@ fn print_stats(out: &mut dyn Write, dir: &Path, meta: &CacheMeta, s: &DirStats) 
     for (name, value) in rows {
         writeln!(out, "{name:<22}{value}")?;
     }
-    Ok(())
+    blob.print(out)
 }
 
 /// `ls DIR`: one line per live entry, in write order.

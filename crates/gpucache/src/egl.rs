@@ -13,6 +13,12 @@
 //! EGL callbacks carry no user pointer, so the cache the free functions use is process
 //! global: [`configure`] it before installing the callbacks. Until then, and after
 //! [`shutdown`], `set` is ignored and `get` misses.
+//!
+//! A cache with a directory keeps its counters there too, in the `blob-cache-stats` file
+//! ([`diagnostics`]), updated on [`BlobCache::flush`] and when the cache is dropped, so that
+//! `gpucache stats DIR` can show an integrator how the driver's calls went.
+
+pub mod diagnostics;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -21,9 +27,14 @@ use parking_lot::RwLock;
 
 use std::path::PathBuf;
 
+use crate::disk::format::Meta;
 use crate::session::CacheControl;
 use crate::store::copy_if_fits;
 use crate::{Cache, CacheBuilder, CacheStats, PolicyKind, Result, Store};
+use diagnostics::Persister;
+pub use diagnostics::{
+    read_persisted_stats, BlobCounters, BlobStatsError, LastProcess, PersistedBlobStats,
+};
 
 /// Settings of a blob cache; each setter states its default.
 #[derive(Clone, Debug)]
@@ -128,6 +139,33 @@ pub struct BlobCacheStats {
     pub sets_dropped: u64,
     /// Calls ignored because the driver-managed cache is disabled by cache control.
     pub calls_while_disabled: u64,
+    /// `get` calls (not counting calls while disabled):
+    /// `gets = hits + misses + gets_buffer_too_small`.
+    pub gets: u64,
+    /// `get` calls that copied a value into the caller's buffer.
+    pub hits: u64,
+    /// `get` calls that found no value.
+    pub misses: u64,
+    /// `set` calls (not counting calls while disabled), dropped ones included.
+    pub sets: u64,
+    /// Why the counters could not be added to the directory's `blob-cache-stats` file the
+    /// last time that was tried; `None` when it worked or there is no directory.
+    pub diagnostics_error: Option<String>,
+}
+
+impl BlobCacheStats {
+    /// The blob-cache call counts, as persisted in the diagnostics file.
+    pub fn counters(&self) -> BlobCounters {
+        BlobCounters {
+            gets: self.gets,
+            hits: self.hits,
+            misses: self.misses,
+            gets_buffer_too_small: self.gets_buffer_too_small,
+            sets: self.sets,
+            sets_dropped: self.sets_dropped,
+            calls_while_disabled: self.calls_while_disabled,
+        }
+    }
 }
 
 /// A cache with the blob-cache `set`/`get` semantics. The free functions of this module use a
@@ -136,11 +174,19 @@ pub struct BlobCacheStats {
 pub struct BlobCache {
     cache: Cache,
     max_key_size: usize,
+    /// Enforced here: with a directory, `Cache` would keep a larger value on disk.
+    max_value_size: u64,
     /// Changed at run time by an install helper that recognises the driver.
     miss_on_oversize: AtomicBool,
     gets_buffer_too_small: AtomicU64,
     sets_dropped: AtomicU64,
     calls_while_disabled: AtomicU64,
+    gets: AtomicU64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    sets: AtomicU64,
+    /// Keeps the directory's diagnostics file; `None` without a usable directory.
+    persister: Option<Persister>,
 }
 
 impl BlobCache {
@@ -154,16 +200,32 @@ impl BlobCache {
         if let Some(dir) = config.directory {
             builder = builder
                 .directory(dir)
-                .identity(config.identity)
+                .identity(config.identity.clone())
                 .max_disk_bytes(config.max_disk_bytes);
         }
+        let cache = builder.open()?;
+        // The meta `CacheBuilder` writes for these settings: version 0, no flags.
+        let persister = cache.directory().map(|dir| {
+            let meta = Meta {
+                flags: 0,
+                cache_version: 0,
+                identity: config.identity,
+            };
+            Persister::new(dir.to_path_buf(), meta)
+        });
         Ok(Self {
-            cache: builder.open()?,
+            cache,
             max_key_size: config.max_key_size,
+            max_value_size: config.max_value_size,
             miss_on_oversize: AtomicBool::new(config.miss_on_oversize),
             gets_buffer_too_small: AtomicU64::new(0),
             sets_dropped: AtomicU64::new(0),
             calls_while_disabled: AtomicU64::new(0),
+            gets: AtomicU64::new(0),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            sets: AtomicU64::new(0),
+            persister,
         })
     }
 
@@ -173,7 +235,11 @@ impl BlobCache {
             self.calls_while_disabled.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        if key.len() > self.max_key_size || value.is_empty() {
+        self.sets.fetch_add(1, Ordering::Relaxed);
+        if key.len() > self.max_key_size
+            || value.is_empty()
+            || value.len() as u64 > self.max_value_size
+        {
             self.sets_dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
@@ -188,13 +254,18 @@ impl BlobCache {
             self.calls_while_disabled.fetch_add(1, Ordering::Relaxed);
             return 0;
         }
-        if key.len() > self.max_key_size {
-            return 0;
-        }
-        let Some(value) = self.cache.get(key) else {
+        self.gets.fetch_add(1, Ordering::Relaxed);
+        let found = if key.len() > self.max_key_size {
+            None
+        } else {
+            self.cache.get(key)
+        };
+        let Some(value) = found else {
+            self.misses.fetch_add(1, Ordering::Relaxed);
             return 0;
         };
         if copy_if_fits(&value, buf) {
+            self.hits.fetch_add(1, Ordering::Relaxed);
             return value.len();
         }
         self.gets_buffer_too_small.fetch_add(1, Ordering::Relaxed);
@@ -217,29 +288,83 @@ impl BlobCache {
 
     /// Counters.
     pub fn stats(&self) -> BlobCacheStats {
+        let c = self.counters();
         BlobCacheStats {
             cache: self.cache.stats(),
-            gets_buffer_too_small: self.gets_buffer_too_small.load(Ordering::Relaxed),
-            sets_dropped: self.sets_dropped.load(Ordering::Relaxed),
-            calls_while_disabled: self.calls_while_disabled.load(Ordering::Relaxed),
+            gets_buffer_too_small: c.gets_buffer_too_small,
+            sets_dropped: c.sets_dropped,
+            calls_while_disabled: c.calls_while_disabled,
+            gets: c.gets,
+            hits: c.hits,
+            misses: c.misses,
+            sets: c.sets,
+            diagnostics_error: self.persister.as_ref().and_then(Persister::error),
         }
     }
 
-    /// Drops every entry, from memory and disk.
+    /// This cache's call counts since it was created.
+    pub fn counters(&self) -> BlobCounters {
+        let load = |n: &AtomicU64| n.load(Ordering::Relaxed);
+        // The totals last: a call is counted in its total before its outcome, so a snapshot
+        // never shows more outcomes than calls.
+        let hits = load(&self.hits);
+        let misses = load(&self.misses);
+        let gets_buffer_too_small = load(&self.gets_buffer_too_small);
+        let sets_dropped = load(&self.sets_dropped);
+        BlobCounters {
+            hits,
+            misses,
+            gets_buffer_too_small,
+            sets_dropped,
+            calls_while_disabled: load(&self.calls_while_disabled),
+            sets: load(&self.sets),
+            gets: load(&self.gets),
+        }
+    }
+
+    /// Drops every entry, from memory and disk. The directory's diagnostics start afresh
+    /// too: the clear removes the file, and what this cache counted before it is not added.
     pub fn clear(&self) {
-        if let Err(e) = self.cache.clear() {
-            tracing::warn!(target: "gpucache", "clearing the blob cache: {e}");
+        match self.cache.clear() {
+            Ok(()) => {
+                if let Some(persister) = &self.persister {
+                    persister.reset_baseline(self.counters());
+                }
+            }
+            Err(e) => tracing::warn!(target: "gpucache", "clearing the blob cache: {e}"),
         }
     }
 
-    /// Writes pending entries to disk (if persisted) and fsyncs them.
+    /// Writes pending entries to disk (if persisted) and fsyncs them, then adds the counts
+    /// since the last update to the directory's diagnostics file. A failure to update the
+    /// file is logged and shown in [`BlobCacheStats::diagnostics_error`], never returned:
+    /// diagnostics never break the cache.
     pub fn flush(&self) -> Result<()> {
-        self.cache.flush()
+        let result = self.cache.flush();
+        let _ = self.persist_stats();
+        result
+    }
+
+    /// Adds the counts since the last update to the directory's diagnostics file
+    /// ([`diagnostics`]); does nothing without a directory or when nothing changed. The
+    /// counts of a failed update are added by the next one that succeeds.
+    pub fn persist_stats(&self) -> Result<()> {
+        match &self.persister {
+            Some(persister) => Ok(persister.persist(self.counters(), self.miss_on_oversize())?),
+            None => Ok(()),
+        }
     }
 
     /// The memory tier.
     pub fn store(&self) -> &Store {
         self.cache.memory()
+    }
+}
+
+impl Drop for BlobCache {
+    fn drop(&mut self) {
+        // Failures are logged by the persister; the entries are flushed by `Cache`'s drop.
+        let _ = self.persist_stats();
     }
 }
 
@@ -255,15 +380,15 @@ pub fn configure(config: BlobCacheConfig) -> Result<()> {
     Ok(())
 }
 
-/// Drops the process-global cache, persisting pending entries; later calls of [`set`] are
-/// ignored and [`get`] misses.
+/// Drops the process-global cache, persisting pending entries and its diagnostics; later
+/// calls of [`set`] are ignored and [`get`] misses.
 pub fn shutdown() {
     // Dropped outside the lock: dropping flushes to disk.
     let cache = GLOBAL.write().take();
     drop(cache);
 }
 
-/// Persists the process-global cache's pending entries.
+/// Persists the process-global cache's pending entries and its diagnostics.
 pub fn flush() -> Result<()> {
     global().map_or(Ok(()), |cache| cache.flush())
 }
@@ -287,7 +412,9 @@ pub fn get(key: &[u8], buf: &mut [u8]) -> usize {
 /// [`BlobCache::set_miss_on_oversize`] on the process-global cache; `false` when none is
 /// configured.
 pub fn set_miss_on_oversize(on: bool) -> bool {
-    global().map(|cache| cache.set_miss_on_oversize(on)).is_some()
+    global()
+        .map(|cache| cache.set_miss_on_oversize(on))
+        .is_some()
 }
 
 /// [`BlobCache::miss_on_oversize`] of the process-global cache, if one is configured.

@@ -5,6 +5,7 @@
 //! DIR/lock               flock(2)ed exclusively by a writer for each batch it appends
 //! DIR/seg-0000002a.dat   data segment 42: header, then records
 //! DIR/seg-0000002a.idx   index of segment 42: header, then fixed-size entries
+//! DIR/blob-cache-stats   counters of the EGL blob caches using DIR (`crate::egl`)
 //! ```
 
 use std::fs::{self, File, OpenOptions};
@@ -15,6 +16,8 @@ use super::format::{self, Meta};
 
 pub(crate) const META_FILE: &str = "meta";
 pub(crate) const LOCK_FILE: &str = "lock";
+/// Diagnostics of the EGL blob caches using the directory; removed with the segments.
+pub(crate) const BLOB_STATS_FILE: &str = "blob-cache-stats";
 
 pub(crate) fn data_path(dir: &Path, seg: u32) -> PathBuf {
     dir.join(format!("seg-{seg:08x}.dat"))
@@ -89,13 +92,14 @@ pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-/// Removes every segment file (and stray temporary files); keeps meta and lock.
+/// Removes every segment file, the blob-cache diagnostics (they describe what is removed)
+/// and stray temporary files; keeps meta and lock.
 pub(crate) fn remove_segments(dir: &Path) -> io::Result<()> {
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with("seg-") || name.contains(".tmp.") {
+        if name.starts_with("seg-") || name.contains(".tmp.") || name == BLOB_STATS_FILE {
             remove_if_present(&entry.path())?;
         }
     }

@@ -160,3 +160,37 @@ fn a_directory_makes_entries_outlive_the_cache() {
         "another identity starts empty"
     );
 }
+
+#[test]
+fn every_get_is_a_hit_a_miss_or_too_small() {
+    let c = BlobCache::new(BlobCacheConfig::default().max_key_size(8)).unwrap();
+    c.set(b"key", &[3u8; 50]);
+    c.set(b"key", b"");
+    let mut buf = [0u8; 64];
+    assert_eq!(c.get(b"key", &mut buf), 50);
+    assert_eq!(c.get(b"key", &mut buf[..10]), 50);
+    assert_eq!(c.get(b"absent", &mut buf), 0);
+    assert_eq!(c.get(&[1u8; 9], &mut buf), 0, "a too-long key is a miss");
+    let st = c.stats();
+    assert_eq!((st.gets, st.hits, st.misses), (4, 1, 2));
+    assert_eq!(st.gets_buffer_too_small, 1);
+    assert_eq!((st.sets, st.sets_dropped), (2, 1));
+    assert_eq!(st.counters(), c.counters());
+    assert_eq!(c.counters().hit_rate_percent(), Some(25.0));
+}
+
+#[test]
+fn a_directory_does_not_raise_the_value_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = BlobCache::new(
+        BlobCacheConfig::default()
+            .directory(dir.path())
+            .max_value_size(1000),
+    )
+    .unwrap();
+    c.set(b"key", b"small");
+    c.set(b"key", &[0u8; 1001]);
+    let mut buf = [0u8; 2000];
+    assert_eq!(c.get(b"key", &mut buf), 5, "the old value is kept");
+    assert_eq!(c.stats().sets_dropped, 1);
+}
