@@ -3,4 +3,5 @@
 
 pub mod belady;
 pub mod disk;
+pub mod gl;
 pub mod traces;

@@ -58,6 +58,7 @@ impl WriteBehind {
             is_hot,
             active: None,
             buffers: WriteBuffers::default(),
+            unsynced: false,
         };
         let thread = std::thread::Builder::new()
             .name("gpucache-writer".into())
@@ -136,6 +137,9 @@ struct Worker {
     active: Option<Active>,
     /// Kept across batches so that their capacity is allocated once.
     buffers: WriteBuffers,
+    /// Records were written since the last fsync. A process that only read (a warm start)
+    /// closes without taking the lock or fsyncing anything.
+    unsynced: bool,
 }
 
 impl Worker {
@@ -155,7 +159,7 @@ impl Worker {
             self.process(batch);
         }
         // Channel closed: the cache is being dropped. Make what was written durable.
-        if self.disk.is_writable() {
+        if self.disk.is_writable() && self.unsynced {
             let _ = self.with_batch(|b, _| b.sync());
         }
     }
@@ -178,6 +182,7 @@ impl Worker {
                 Op::Compact(reply) => {
                     let _ = self.write(std::mem::take(&mut pending), false);
                     let result = self.with_batch(|b, _| b.compact(true).and_then(|()| b.sync()));
+                    self.unsynced = result.is_err();
                     let _ = reply.send(result);
                 }
             }
@@ -189,6 +194,7 @@ impl Worker {
 
     fn write(&mut self, ops: Vec<Op>, sync: bool) -> io::Result<()> {
         let size: u64 = ops.iter().map(op_size).sum();
+        let sync = sync && (self.unsynced || !ops.is_empty());
         let result = if ops.is_empty() && !sync {
             Ok(())
         } else {
@@ -208,6 +214,12 @@ impl Worker {
                 }
                 Ok(())
             })
+        };
+        // After an error, what reached the files is unknown: fsync at the next chance.
+        self.unsynced = if sync {
+            result.is_err()
+        } else {
+            self.unsynced || !ops.is_empty()
         };
         self.queued_bytes.fetch_sub(size, Ordering::AcqRel);
         result

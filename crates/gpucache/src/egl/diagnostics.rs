@@ -440,13 +440,14 @@ fn lock_within(lock: &File, wait: Duration) -> io::Result<()> {
     }
 }
 
-/// Writes `bytes` to a temporary file, fsyncs it and renames it over the stats file.
+/// Writes `bytes` to a temporary file and renames it over the stats file. Not fsynced: the
+/// file is advisory, an fsync would cost every process exit a disk flush, and a file torn by
+/// a power loss fails its CRC and is started again from zero.
 fn write_replacing(dir: &Path, bytes: &[u8]) -> io::Result<()> {
     let tmp = dir.join(format!("{STATS_FILE}.tmp.{}", std::process::id()));
     let result = (|| {
         let mut f = File::create(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()?;
         fs::rename(&tmp, dir.join(STATS_FILE))
     })();
     if result.is_err() {

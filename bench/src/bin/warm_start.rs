@@ -1,0 +1,64 @@
+//! The warm-start benchmark (issue "C ABI and EGL_ANDROID_blob_cache on a real driver"):
+//! fresh processes compile, link and draw the kodi shadertoy corpus on Mesa 25 (llvmpipe)
+//! with no cache, Mesa's three disk caches, gpucache through the blob-cache callbacks, and
+//! an in-process map (the floor); hot and cold page cache. Prints Markdown tables.
+//!
+//! Needs Mesa 25 and the corpus: `scripts/run` sets both up and runs this.
+//! Usage: `warm_start [--variants 1,10] [--warm-runs 5] [--populate-runs N] [--limit N]
+//! [--dir DIR]`.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::Parser;
+use gpucache_bench::gl::cases::Workload;
+use gpucache_bench::gl::corpus;
+use gpucache_bench::gl::warm_start::{measure, sibling_gl_run, Settings};
+
+#[derive(Parser)]
+struct Args {
+    /// Corpus sizes to compare: `#define` variants per shader (1 = 80 programs, 10 = 800).
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    variants: Vec<usize>,
+    /// Warm runs per case, each once cold and once hot.
+    #[arg(long, default_value_t = 5)]
+    warm_runs: usize,
+    /// Populating runs per case (default 5 for 80 programs, 1 for larger corpora).
+    #[arg(long)]
+    populate_runs: Option<usize>,
+    /// Only the first N programs.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Where the cases' caches live (default: .cache/warm-start in the project).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// The corpus (default: what scripts/fetch-corpus downloads).
+    #[arg(long)]
+    corpus: Option<PathBuf>,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let gl_run = sibling_gl_run()?;
+    let dir = args
+        .dir
+        .unwrap_or_else(|| corpus::workspace_root().join(".cache/warm-start"));
+    for variants in args.variants {
+        let settings = Settings {
+            gl_run: gl_run.clone(),
+            workload: Workload {
+                corpus: args.corpus.clone().unwrap_or_else(corpus::default_dir),
+                variants,
+                limit: args.limit,
+            },
+            populate_runs: args
+                .populate_runs
+                .unwrap_or(if variants <= 1 { 5 } else { 1 }),
+            warm_runs: args.warm_runs,
+            dir: dir.join(format!("v{variants}")),
+        };
+        let results = measure(&settings).context("warm-start comparison")?;
+        println!("{}", results.render());
+    }
+    Ok(())
+}

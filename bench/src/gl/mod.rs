@@ -1,0 +1,165 @@
+//! Real GL through Mesa for the warm-start benchmark and the driver tests: one process
+//! creates a surfaceless context, installs blob-cache callbacks (or none), then compiles,
+//! links and draws every corpus program once.
+//!
+//! `gl_run` runs [`run_once`] in a process of its own and prints a [`RunReport`];
+//! `warm_start` and the tests start it under the environment of each case.
+
+pub mod cases;
+pub mod context;
+pub mod corpus;
+pub mod floor;
+pub mod mesa;
+pub mod pagecache;
+pub mod programs;
+pub mod report;
+pub mod warm_start;
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context as _, Result};
+
+pub use context::GlContext;
+pub use report::RunReport;
+
+/// Which callbacks a run installs after `eglCreateContext`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Callbacks {
+    /// None: no cache, or Mesa's own disk cache (chosen by the environment).
+    None,
+    /// gpucache through its C ABI (`gpucache_egl_configure`, `gpucache_egl_install`).
+    Gpucache,
+    /// An in-process hash map filled from one file before the context is created.
+    Floor,
+}
+
+/// What one process does.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// The callbacks.
+    pub callbacks: Callbacks,
+    /// The corpus folder.
+    pub corpus: PathBuf,
+    /// `#define` variants per shader (1 = 80 programs, 10 = 800).
+    pub variants: usize,
+    /// The cache directory of gpucache, or the floor's file.
+    pub cache_path: Option<PathBuf>,
+    /// Only the first `limit` programs.
+    pub limit: Option<usize>,
+}
+
+/// Runs the whole job in this process and reports it.
+pub fn run_once(options: &RunOptions) -> Result<(RunReport, Vec<programs::Drawn>)> {
+    let mut programs = corpus::load(&options.corpus, options.variants)?;
+    if let Some(limit) = options.limit {
+        programs.truncate(limit);
+    }
+    let cache_path = || {
+        options
+            .cache_path
+            .clone()
+            .context("this mode needs --cache-path")
+    };
+    // Before the context: the caches get ready (gpucache's preload thread runs while Mesa
+    // creates the context; the floor reads its whole file).
+    let setup = std::time::Instant::now();
+    match options.callbacks {
+        Callbacks::None => {}
+        Callbacks::Gpucache => configure_gpucache(&cache_path()?)?,
+        Callbacks::Floor => floor::load(&cache_path()?)?,
+    }
+    let setup = setup.elapsed();
+    let context = GlContext::create(|ctx| match options.callbacks {
+        Callbacks::None => Ok(()),
+        Callbacks::Gpucache => install_gpucache(ctx),
+        Callbacks::Floor => ctx.install_blob_funcs(floor::set, floor::get),
+    })?;
+    let (drawn, timings) = programs::draw_all(&context.gl, &programs)?;
+    let create = context.create_time;
+    // Terminating the display waits for Mesa's cache writes, so every `set` is in before
+    // the caches persist.
+    drop(context);
+    let mut report = RunReport {
+        programs: drawn.len() as u64,
+        linked: drawn.iter().filter(|d| d.linked).count() as u64,
+        setup_ms: ms(setup),
+        create_ms: ms(create),
+        compile_ms: ms(timings.compile),
+        link_ms: ms(timings.link),
+        draw_ms: ms(timings.draw),
+        ..RunReport::default()
+    };
+    match options.callbacks {
+        Callbacks::None => {}
+        Callbacks::Gpucache => gpucache_counters(&mut report)?,
+        Callbacks::Floor => {
+            report.values_bytes = floor::save(&cache_path()?)?;
+            let s = floor::stats();
+            (report.gets, report.hits, report.sets) = (s.gets, s.hits, s.sets);
+        }
+    }
+    Ok((report, drawn))
+}
+
+fn ms(d: std::time::Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Configured through the C ABI with the defaults (miss-on-oversize off): the install
+/// helper must turn it on because the display is Mesa's.
+fn configure_gpucache(dir: &std::path::Path) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = std::ffi::CString::new(dir.as_os_str().as_bytes())?;
+    let mut config = std::mem::MaybeUninit::<gpucache_ffi::gpucache_egl_config>::zeroed();
+    // SAFETY: `config` is writable; `gpucache_egl_config_init` fills every field.
+    let mut config = unsafe {
+        gpucache_ffi::gpucache_egl_config_init(config.as_mut_ptr());
+        config.assume_init()
+    };
+    config.directory = dir.as_ptr();
+    // SAFETY: `config` is initialised and `dir` outlives the call (the cache copies it).
+    let code = unsafe { gpucache_ffi::gpucache_egl_configure(&config) };
+    if code != gpucache_ffi::GPUCACHE_OK {
+        bail!("gpucache_egl_configure: {}", error_name(code));
+    }
+    Ok(())
+}
+
+fn install_gpucache(ctx: &GlContext) -> Result<()> {
+    // SAFETY: the display is initialized and a context was created on it.
+    let code = unsafe { gpucache_ffi::gpucache_egl_install(ctx.display_ptr()) };
+    if code != gpucache_ffi::GPUCACHE_OK {
+        bail!("gpucache_egl_install: {}", error_name(code));
+    }
+    Ok(())
+}
+
+fn error_name(code: i32) -> String {
+    // SAFETY: the function returns a static NUL-terminated string for any code.
+    unsafe { std::ffi::CStr::from_ptr(gpucache_ffi::gpucache_error_name(code)) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn gpucache_counters(report: &mut RunReport) -> Result<()> {
+    let mut stats = std::mem::MaybeUninit::<gpucache_ffi::gpucache_egl_stats>::zeroed();
+    // SAFETY: a zeroed stats structure is valid; the call fills it after reading
+    // `struct_size`.
+    let stats = unsafe {
+        (*stats.as_mut_ptr()).struct_size = std::mem::size_of::<gpucache_ffi::gpucache_egl_stats>();
+        let code = gpucache_ffi::gpucache_egl_stats(stats.as_mut_ptr());
+        if code != gpucache_ffi::GPUCACHE_OK {
+            bail!("gpucache_egl_stats: {}", error_name(code));
+        }
+        stats.assume_init()
+    };
+    report.gets = stats.gets;
+    report.hits = stats.hits;
+    report.sets = stats.sets;
+    report.sets_dropped = stats.sets_dropped;
+    report.gets_buffer_too_small = stats.gets_buffer_too_small;
+    report.miss_on_oversize = stats.miss_on_oversize != 0;
+    // Persist before the process ends (what an application does at exit).
+    gpucache_ffi::gpucache_egl_shutdown();
+    Ok(())
+}
