@@ -4,7 +4,7 @@
 //! an in-process map (the floor); hot and cold page cache. Prints Markdown tables.
 //!
 //! Needs Mesa 25 and the corpus: `scripts/run` sets both up and runs this.
-//! Usage: `warm_start [--variants 1,10] [--warm-runs 5] [--populate-runs N] [--limit N]
+//! Usage: `warm_start [--variants 1,10] [--warm-runs N] [--populate-runs N] [--limit N]
 //! [--dir DIR]`.
 
 use std::path::PathBuf;
@@ -20,10 +20,11 @@ struct Args {
     /// Corpus sizes to compare: `#define` variants per shader (1 = 80 programs, 10 = 800).
     #[arg(long, value_delimiter = ',', default_value = "1")]
     variants: Vec<usize>,
-    /// Warm runs per case, each once cold and once hot.
-    #[arg(long, default_value_t = 5)]
-    warm_runs: usize,
-    /// Populating runs per case (default 5 for 80 programs, 1 for larger corpora).
+    /// Warm runs per case, each once cold and once hot (default 15 for 80 programs, 10 for
+    /// larger corpora).
+    #[arg(long)]
+    warm_runs: Option<usize>,
+    /// Populating runs per case (default 3 for 80 programs, 1 for larger corpora).
     #[arg(long)]
     populate_runs: Option<usize>,
     /// Only the first N programs.
@@ -53,8 +54,10 @@ fn main() -> anyhow::Result<()> {
             },
             populate_runs: args
                 .populate_runs
-                .unwrap_or(if variants <= 1 { 5 } else { 1 }),
-            warm_runs: args.warm_runs,
+                .unwrap_or(if variants <= 1 { 3 } else { 1 }),
+            warm_runs: args
+                .warm_runs
+                .unwrap_or(if variants <= 1 { 15 } else { 10 }),
             dir: dir.join(format!("v{variants}")),
         };
         let results = measure(&settings).context("warm-start comparison")?;

@@ -19,6 +19,8 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context as _, Result};
 
+use crate::disk::measure::ms;
+
 pub use context::GlContext;
 pub use report::RunReport;
 
@@ -78,6 +80,7 @@ pub fn run_once(options: &RunOptions) -> Result<(RunReport, Vec<programs::Drawn>
     let create = context.create_time;
     // Terminating the display waits for Mesa's cache writes, so every `set` is in before
     // the caches persist.
+    let teardown = std::time::Instant::now();
     drop(context);
     let mut report = RunReport {
         programs: drawn.len() as u64,
@@ -98,11 +101,8 @@ pub fn run_once(options: &RunOptions) -> Result<(RunReport, Vec<programs::Drawn>
             (report.gets, report.hits, report.sets) = (s.gets, s.hits, s.sets);
         }
     }
+    report.teardown_ms = ms(teardown.elapsed());
     Ok((report, drawn))
-}
-
-fn ms(d: std::time::Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 /// Configured through the C ABI with the defaults (miss-on-oversize off): the install

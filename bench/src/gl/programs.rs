@@ -22,6 +22,16 @@ pub struct Drawn {
     pub pixels: u64,
 }
 
+impl Drawn {
+    fn failed(program: &Program) -> Self {
+        Self {
+            name: program.name.clone(),
+            linked: false,
+            pixels: 0,
+        }
+    }
+}
+
 /// Times of a whole run, summed over the programs.
 #[derive(Clone, Debug, Default)]
 pub struct Timings {
@@ -81,11 +91,7 @@ pub fn draw_all(gl: &glow::Context, programs: &[Program]) -> Result<(Vec<Drawn>,
             timings.compile += t.elapsed();
             if !compiled {
                 gl.delete_shader(fragment);
-                drawn.push(Drawn {
-                    name: program.name.clone(),
-                    linked: false,
-                    pixels: 0,
-                });
+                drawn.push(Drawn::failed(program));
                 continue;
             }
 
@@ -100,11 +106,7 @@ pub fn draw_all(gl: &glow::Context, programs: &[Program]) -> Result<(Vec<Drawn>,
             gl.delete_shader(fragment);
             if !ok {
                 gl.delete_program(linked);
-                drawn.push(Drawn {
-                    name: program.name.clone(),
-                    linked: false,
-                    pixels: 0,
-                });
+                drawn.push(Drawn::failed(program));
                 continue;
             }
 

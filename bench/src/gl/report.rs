@@ -19,6 +19,9 @@ pub struct RunReport {
     pub link_ms: f64,
     /// First draws and read-backs, summed.
     pub draw_ms: f64,
+    /// Destroying the context and terminating the display (Mesa finishes its cache writes),
+    /// then closing the callbacks' cache (gpucache: shutdown, which persists).
+    pub teardown_ms: f64,
     /// `get` calls of the driver (callback cases).
     pub gets: u64,
     /// `get` calls answered with a value.
@@ -45,6 +48,7 @@ macro_rules! fields {
             compile_ms,
             link_ms,
             draw_ms,
+            teardown_ms,
             gets,
             hits,
             sets,
@@ -78,6 +82,10 @@ impl RunReport {
     pub fn parse(text: &str) -> Result<Self> {
         let mut report = Self::default();
         let mut seen = 0;
+        macro_rules! count_all {
+            ($($f:ident),*) => { [$(stringify!($f)),*].len() };
+        }
+        let field_count = fields!(count_all);
         for line in text.lines() {
             let Some((name, value)) = line.split_once(' ') else {
                 continue;
@@ -95,7 +103,7 @@ impl RunReport {
             }
             fields!(read_all);
         }
-        if seen < 14 {
+        if seen < field_count {
             return Err(anyhow!("incomplete report ({seen} fields):\n{text}"));
         }
         Ok(report)

@@ -14,6 +14,7 @@ use anyhow::{Context as _, Result};
 
 use super::cases::{run, Case, Run, Workload};
 use super::pagecache::{self, DiskUsage};
+use crate::disk::measure::{median, ms};
 
 /// Settings of one comparison.
 #[derive(Clone, Debug)]
@@ -125,30 +126,20 @@ pub fn measure(settings: &Settings) -> Result<Results> {
     })
 }
 
-/// The median of `values` (0 for none).
-pub fn median(mut values: Vec<f64>) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    if values.len() % 2 == 1 {
-        values[mid]
-    } else {
-        (values[mid - 1] + values[mid]) / 2.0
-    }
+fn median_of(runs: &[Run], f: impl Fn(&Run) -> f64) -> f64 {
+    median(&runs.iter().map(f).collect::<Vec<_>>())
 }
 
 fn cld(runs: &[Run]) -> f64 {
-    median(runs.iter().map(|r| r.report.cld_ms()).collect())
+    median_of(runs, |r| r.report.cld_ms())
 }
 
 fn wall(runs: &[Run]) -> f64 {
-    median(runs.iter().map(|r| r.wall.as_secs_f64() * 1e3).collect())
+    median_of(runs, |r| ms(r.wall))
 }
 
 fn create(runs: &[Run]) -> f64 {
-    median(runs.iter().map(|r| r.report.create_ms).collect())
+    median_of(runs, |r| r.report.create_ms)
 }
 
 impl Results {
