@@ -70,9 +70,25 @@ fn a_second_process_hits_every_get_and_draws_the_same_pixels() {
         second.gets >= first.sets,
         "Mesa looked its entries up: {second:?}"
     );
-    assert_eq!(second.hits, second.gets, "every get hits: {second:?}");
-    assert_eq!(second.sets, 0, "nothing was compiled again: {second:?}");
-    assert_eq!(second.gets_buffer_too_small, 0);
+    // Mesa asks with a fixed 64 KiB buffer, so an entry larger than that can never be served
+    // (the machine code of a complex shader; whether one is that large depends on the CPU
+    // LLVM generates code for). Mesa compiles such a shader again and stores it again; every
+    // other get hits, and nothing else is compiled again.
+    let too_large = second.gets_buffer_too_small;
+    assert_eq!(
+        second.hits + too_large,
+        second.gets,
+        "every get hits: {second:?}"
+    );
+    assert!(
+        second.sets <= too_large,
+        "only what could not be served was compiled again: {second:?}"
+    );
+    assert!(
+        too_large * 50 <= second.gets,
+        "at most one get in 50 finds an entry over 64 KiB: {second:?}"
+    );
+    eprintln!("first run: {first:?}\nsecond run: {second:?}");
     assert_eq!(
         std::fs::read_to_string(&first_pixels).unwrap(),
         std::fs::read_to_string(&second_pixels).unwrap(),

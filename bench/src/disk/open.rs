@@ -74,7 +74,7 @@ fn measure(dir: &Path, data: &Dataset, n: usize, cold: bool, seed: u64) -> anyho
         open_ms,
         first_hit_ms,
         preload_ms,
-        preloaded: ours::disk_stats(&cache).preloaded,
+        preloaded: cache.stats().preloaded,
         resident,
     })
 }

@@ -53,12 +53,13 @@ fn overwrite(dir: &Path, data: &Dataset, n: usize) -> anyhow::Result<Overwrite> 
     cache.flush()?;
     let secs = start.elapsed().as_secs_f64();
     let s = ours::disk_stats(&cache);
+    let dropped = cache.stats().write_queue_dropped;
     Ok(Overwrite {
         limit,
         live_entries: s.entries,
         user_bytes: Dataset::logical_bytes(2 * n),
         bytes_written: s.bytes_written,
-        dropped: s.queue_dropped,
+        dropped,
         evicted_segments: s.evicted_segments,
         compacted_segments: s.compacted_segments,
         secs,

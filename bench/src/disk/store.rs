@@ -94,7 +94,7 @@ fn measure(
     let (mut lat, inserting) = insert_all(&cache, data, owned, cfg.paced)?;
     cache.flush()?;
     let persisted = start.elapsed();
-    let dropped = ours::disk_stats(&cache).queue_dropped;
+    let dropped = cache.stats().write_queue_dropped;
     drop(cache);
     std::fs::remove_dir_all(dir)?;
     let kept = Dataset::logical_bytes(n - dropped as usize);

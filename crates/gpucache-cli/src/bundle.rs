@@ -78,9 +78,9 @@ pub fn import(
     if as_json {
         let replaced = r.replaced.as_ref().map(|m| {
             json!({
-                "identity_text": output::text_or_null(&m.identity),
-                "identity_hex": output::hex(&m.identity),
-                "cache_version": m.cache_version,
+                "identity_text": output::text_or_null(m.bytes()),
+                "identity_hex": output::hex(m.bytes()),
+                "cache_version": m.version(),
                 "driver_versioned": m.driver_versioned(),
             })
         });
@@ -98,8 +98,8 @@ pub fn import(
                 out,
                 "wiped {} (identity {}, version {})",
                 r.dir.display(),
-                output::identity(&m.identity),
-                m.cache_version
+                output::identity(m.bytes()),
+                m.version()
             )?;
         }
         writeln!(

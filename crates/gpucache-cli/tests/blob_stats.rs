@@ -38,9 +38,7 @@ fn stats_json(dir: &Path) -> Value {
 
 fn config(dir: &Path) -> BlobCacheConfig {
     BlobCacheConfig::default()
-        .directory(dir)
-        .identity(IDENTITY)
-        .max_value_size(100_000)
+        .cache(|c| c.directory(dir).identity(IDENTITY).max_value_size(100_000))
 }
 
 /// A driver's session: three sets (one too large), four gets (two hits, one value larger

@@ -221,7 +221,7 @@ struct gpucache_egl_config {
     /**
      * Entry budget of the memory tier. Default `UINT64_MAX` (unbounded).
      */
-    uint64_t max_entries;
+    uint64_t max_memory_entries;
     /**
      * Longest key stored; longer keys are dropped by `set` and miss in `get`. Default 4 KiB.
      */
@@ -248,9 +248,11 @@ struct gpucache_egl_config {
  * `struct gpucache_egl_stats`: the name is also the function's, like `struct stat`.
  *
  * `gets = hits + misses + gets_buffer_too_small`: the hit rate seen by the driver is
- * `hits / gets` (`hits` counts only values copied into the driver's buffer). Every `set`
- * call is either stored or dropped: `set calls = sets + sets_dropped`. Calls made while
- * cache control disables the driver-managed cache count only in `calls_while_disabled`.
+ * `hits / gets` (`hits` counts only values copied into the driver's buffer). `sets` counts
+ * every `set` call, dropped ones included: `sets - sets_dropped` values were stored. The
+ * counts have the same names and meanings in the Rust API, the `blob-cache-stats` file and
+ * `gpucache stats`. Calls made while cache control disables the driver-managed cache count
+ * only in `calls_while_disabled`.
  *
  * ABI growth: later versions only append fields. Set `struct_size` to
  * `sizeof(gpucache_egl_stats)` before the call; the library writes at most that many bytes
@@ -279,7 +281,7 @@ struct gpucache_egl_stats {
      */
     uint64_t gets_buffer_too_small;
     /**
-     * `set` calls whose value was stored.
+     * `set` calls, dropped ones included.
      */
     uint64_t sets;
     /**

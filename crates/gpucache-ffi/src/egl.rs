@@ -42,7 +42,7 @@ pub struct gpucache_egl_config {
     /// Memory budget: keys + values + 192 bytes per entry. Default 64 MiB.
     pub max_memory_bytes: u64,
     /// Entry budget of the memory tier. Default `UINT64_MAX` (unbounded).
-    pub max_entries: u64,
+    pub max_memory_entries: u64,
     /// Longest key stored; longer keys are dropped by `set` and miss in `get`. Default 4 KiB.
     pub max_key_size: u64,
     /// Largest value stored. Default 4 MiB.
@@ -68,7 +68,7 @@ impl Default for gpucache_egl_config {
             identity_len: 0,
             max_disk_bytes: 1 << 30,
             max_memory_bytes: 64 << 20,
-            max_entries: u64::MAX,
+            max_memory_entries: u64::MAX,
             max_key_size: 4 << 10,
             max_value_size: 4 << 20,
             miss_on_oversize: 0,
@@ -81,9 +81,11 @@ impl Default for gpucache_egl_config {
 /// `struct gpucache_egl_stats`: the name is also the function's, like `struct stat`.
 ///
 /// `gets = hits + misses + gets_buffer_too_small`: the hit rate seen by the driver is
-/// `hits / gets` (`hits` counts only values copied into the driver's buffer). Every `set`
-/// call is either stored or dropped: `set calls = sets + sets_dropped`. Calls made while
-/// cache control disables the driver-managed cache count only in `calls_while_disabled`.
+/// `hits / gets` (`hits` counts only values copied into the driver's buffer). `sets` counts
+/// every `set` call, dropped ones included: `sets - sets_dropped` values were stored. The
+/// counts have the same names and meanings in the Rust API, the `blob-cache-stats` file and
+/// `gpucache stats`. Calls made while cache control disables the driver-managed cache count
+/// only in `calls_while_disabled`.
 ///
 /// ABI growth: later versions only append fields. Set `struct_size` to
 /// `sizeof(gpucache_egl_stats)` before the call; the library writes at most that many bytes
@@ -103,7 +105,7 @@ pub struct gpucache_egl_stats {
     /// `get` calls that found a value larger than the caller's buffer (nothing copied; the
     /// answer was the size, or 0 with miss-on-oversize).
     pub gets_buffer_too_small: u64,
-    /// `set` calls whose value was stored.
+    /// `set` calls, dropped ones included.
     pub sets: u64,
     /// `set` calls dropped: key or value too large, or an empty value.
     pub sets_dropped: u64,
@@ -319,13 +321,7 @@ unsafe fn read_config(cfg: *const gpucache_egl_config) -> Result<gpucache_egl_co
 /// `cfg.directory` is NULL or NUL-terminated; `cfg.identity` is readable for
 /// `cfg.identity_len` bytes when non-NULL.
 unsafe fn to_rust_config(cfg: &gpucache_egl_config) -> Result<BlobCacheConfig, Failure> {
-    let mut config = BlobCacheConfig::default()
-        .max_disk_bytes(cfg.max_disk_bytes)
-        .max_bytes(cfg.max_memory_bytes)
-        .max_entries(cfg.max_entries)
-        .max_key_size(usize::try_from(cfg.max_key_size).unwrap_or(usize::MAX))
-        .max_value_size(cfg.max_value_size)
-        .miss_on_oversize(cfg.miss_on_oversize != 0);
+    let mut directory = None;
     if !cfg.directory.is_null() {
         // SAFETY: a non-NULL `directory` is NUL-terminated per the caller's contract.
         let dir = unsafe { CStr::from_ptr(cfg.directory) };
@@ -334,8 +330,9 @@ unsafe fn to_rust_config(cfg: &gpucache_egl_config) -> Result<BlobCacheConfig, F
                 "directory is an empty string (use NULL for memory only)",
             ));
         }
-        config = config.directory(path_from_c(dir));
+        directory = Some(path_from_c(dir));
     }
+    let mut identity = Vec::new();
     if cfg.identity_len > 0 {
         if cfg.identity.is_null() {
             return Err(Failure::invalid(
@@ -346,10 +343,22 @@ unsafe fn to_rust_config(cfg: &gpucache_egl_config) -> Result<BlobCacheConfig, F
             return Err(Failure::invalid("identity_len is too large"));
         }
         // SAFETY: non-NULL, length checked against isize::MAX, readable per the contract.
-        let identity = unsafe { std::slice::from_raw_parts(cfg.identity, cfg.identity_len) };
-        config = config.identity(identity.to_vec());
+        identity = unsafe { std::slice::from_raw_parts(cfg.identity, cfg.identity_len) }.to_vec();
     }
-    Ok(config)
+    Ok(BlobCacheConfig::new()
+        .cache(|c| {
+            let c = c
+                .max_disk_bytes(cfg.max_disk_bytes)
+                .max_memory_bytes(cfg.max_memory_bytes)
+                .max_memory_entries(cfg.max_memory_entries)
+                .max_value_size(cfg.max_value_size);
+            match directory {
+                Some(dir) => c.directory(dir).identity(identity),
+                None => c,
+            }
+        })
+        .max_key_size(usize::try_from(cfg.max_key_size).unwrap_or(usize::MAX))
+        .miss_on_oversize(cfg.miss_on_oversize != 0))
 }
 
 #[cfg(unix)]
@@ -466,7 +475,7 @@ fn to_c_stats(s: &BlobCacheStats) -> gpucache_egl_stats {
         hits: s.hits,
         misses: s.misses,
         gets_buffer_too_small: s.gets_buffer_too_small,
-        sets: s.sets.saturating_sub(s.sets_dropped),
+        sets: s.sets,
         sets_dropped: s.sets_dropped,
         calls_while_disabled: s.calls_while_disabled,
         memory_bytes: memory.bytes,

@@ -355,6 +355,9 @@ pub extern "C" fn gpucache_cache_control(kinds: u32, control: u32) -> i32 {
             .ok_or_else(|| Failure::invalid(format!("unknown kind bits 0x{kinds:x}")))?;
         let c = CacheControl::from_bits(control)
             .ok_or_else(|| Failure::invalid(format!("unknown control bits 0x{control:x}")))?;
+        // The session front end registers with cache control when first used; use it now,
+        // so that clearing before any session is opened removes the caches on disk too.
+        SessionRegistry::global();
         gpucache::cache_control(k, c)?;
         Ok(())
     })

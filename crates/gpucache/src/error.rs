@@ -2,6 +2,8 @@
 
 use std::io;
 
+use crate::codec::FormatError;
+
 /// Everything that can go wrong in gpucache.
 ///
 /// The session variants mirror the D3D12 shader-cache results (`DXGI_ERROR_*`) so that a C
@@ -53,6 +55,9 @@ pub enum Error {
     /// An argument is out of its allowed range.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// Bytes read back (a metadata stream, a file given to a tool) fail their checks.
+    #[error("corrupt: {0}")]
+    Corrupt(#[from] FormatError),
     /// The feature exists in the API but is not implemented yet.
     #[error("unsupported: {0}")]
     Unsupported(&'static str),

@@ -18,8 +18,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{
-    child_command, child_role, env, env_u64, key, listing, seed, seg_path, value_for, verify, Rng,
-    Running,
+    child_command, child_role, env, env_u64, key, listing, seed, seg_path, segment_header,
+    value_for, verify, Rng, Running,
 };
 use gpucache::{Cache, CacheBuilder};
 
@@ -342,12 +342,7 @@ fn a_crash_between_creating_a_segments_data_and_index_files_does_not_block_write
     one_segment(dir, 20);
     // Killed in create_segment after the new data file got its header, before the index
     // file was created: the segment is invisible (no index file) but its data file exists.
-    use gpucache::fuzzing::{encode_segment_header, SegmentFile};
-    fs::write(
-        seg_path(dir, 2, "dat"),
-        encode_segment_header(SegmentFile::Data, 2),
-    )
-    .unwrap();
+    fs::write(seg_path(dir, 2, "dat"), segment_header(b"GPUCDATA", 2)).unwrap();
     writes_go_on_after(dir, "orphan seg-00000002.dat");
 }
 
@@ -358,12 +353,7 @@ fn a_crash_before_a_new_index_header_is_written_does_not_block_writes() {
     one_segment(dir, 20);
     // Killed in create_segment after the index file was created, before its header was
     // written: an empty index file, which readers skip as "being created".
-    use gpucache::fuzzing::{encode_segment_header, SegmentFile};
-    fs::write(
-        seg_path(dir, 2, "dat"),
-        encode_segment_header(SegmentFile::Data, 2),
-    )
-    .unwrap();
+    fs::write(seg_path(dir, 2, "dat"), segment_header(b"GPUCDATA", 2)).unwrap();
     fs::write(seg_path(dir, 2, "idx"), b"").unwrap();
     writes_go_on_after(dir, "empty seg-00000002.idx");
 }

@@ -538,8 +538,6 @@ fn a_record_that_disagrees_with_its_index_entry_is_never_returned() {
         entry[16..20].copy_from_slice(&LONG.to_le_bytes());
         let crc = crc32c(&entry[..28]);
         entry[28..32].copy_from_slice(&crc.to_le_bytes());
-        let decoded = gpucache::fuzzing::decode_index_entry(entry).expect("a sound entry");
-        assert_eq!(decoded.header.value_len, LONG);
     }
     fs::write(&idx_files[0], &idx).unwrap();
 

@@ -6,7 +6,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use gpucache::inspect::{self, DirKind, Lookup};
+use gpucache::inspect::{self, DirKind, RecordLookup as Lookup};
 use gpucache::{Cache, CacheBuilder};
 
 const IDENTITY: &[u8] = b"test-driver 1.0";
@@ -97,9 +97,8 @@ fn meta_stats_entries_and_get_match_what_was_stored() {
     let dir = tempfile::tempdir().unwrap();
     let live = populate(dir.path(), 200);
     let meta = inspect::read_meta(dir.path()).unwrap();
-    assert_eq!(meta.identity, IDENTITY);
-    assert_eq!(meta.cache_version, 3);
-    assert_eq!(meta.format_version, 1);
+    assert_eq!(meta.bytes(), IDENTITY);
+    assert_eq!(meta.version(), 3);
     assert!(!meta.driver_versioned());
 
     let stats = inspect::stats(dir.path()).unwrap();
@@ -149,7 +148,7 @@ fn a_driver_versioned_root_and_non_caches_are_named_clearly() {
     assert!(meta.driver_versioned());
     assert_eq!(
         inspect::get(&ids[0], b"k").unwrap(),
-        Lookup::Found(meta.identity.clone())
+        Lookup::Found(meta.bytes().to_vec())
     );
     // Opening through the inspection builder keeps the entries.
     let c = inspect::cache_builder(&ids[1]).unwrap().open().unwrap();
@@ -290,11 +289,7 @@ fn truncations_are_corruption_or_torn_tails() {
 }
 
 fn sample_bundle() -> Vec<u8> {
-    let header = inspect::BundleHeader {
-        flags: 0,
-        cache_version: 9,
-        identity: b"id".to_vec(),
-    };
+    let header = gpucache::Identity::new(b"id".to_vec()).with_version(9);
     let mut w = inspect::BundleWriter::new(Vec::new(), &header).unwrap();
     w.push(b"alpha", b"one").unwrap();
     w.push(b"", b"empty key").unwrap();
@@ -311,8 +306,8 @@ fn bundles_round_trip_and_import_into_a_fresh_directory() {
     assert_eq!(report.entries, live.len() as u64);
     assert_eq!(report.corrupt_skipped, 0);
     let bundle = inspect::parse_bundle(&bytes).unwrap();
-    assert_eq!(bundle.header.identity, IDENTITY);
-    assert_eq!(bundle.header.cache_version, 3);
+    assert_eq!(bundle.header.bytes(), IDENTITY);
+    assert_eq!(bundle.header.version(), 3);
     let parsed: BTreeMap<_, _> = bundle
         .entries
         .into_iter()
@@ -355,8 +350,8 @@ fn import_refuses_another_identity_unless_forced() {
     assert_contents(dst.path(), &live);
 
     let report = inspect::import_bundle(dst.path(), &src.path().join("b"), true).unwrap();
-    assert_eq!(report.replaced.unwrap().identity, IDENTITY);
-    assert_eq!(inspect::read_meta(dst.path()).unwrap().identity, b"id");
+    assert_eq!(report.replaced.unwrap().bytes(), IDENTITY);
+    assert_eq!(inspect::read_meta(dst.path()).unwrap().bytes(), b"id");
     let keys: Vec<_> = inspect::entries(dst.path())
         .unwrap()
         .entries
@@ -461,7 +456,7 @@ fn clear_removes_every_entry_and_keeps_the_identity() {
     let live = populate(dir.path(), 40);
     assert_eq!(inspect::clear(dir.path()).unwrap(), live.len() as u64);
     assert_eq!(inspect::stats(dir.path()).unwrap().live_entries, 0);
-    assert_eq!(inspect::read_meta(dir.path()).unwrap().identity, IDENTITY);
+    assert_eq!(inspect::read_meta(dir.path()).unwrap().bytes(), IDENTITY);
     let c = builder(dir.path()).open().unwrap();
     assert!(c.get(&key(1)).is_none());
 }

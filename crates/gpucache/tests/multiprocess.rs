@@ -101,7 +101,8 @@ fn child_mp_worker() {
             final_reads += u64::from(read_checked(&cache, own_id(other, round)).is_some());
         }
     }
-    let d = cache.stats().disk.unwrap();
+    let stats = cache.stats();
+    let d = stats.disk.unwrap();
     println!(
         "RESULT worker={me} live_reads={live_reads} final_reads={final_reads} \
          shared_reads={shared_reads} read_hits={} corrupt_dropped={} write_errors={} \
@@ -111,7 +112,7 @@ fn child_mp_worker() {
         d.write_errors,
         d.evicted_segments,
         d.compacted_segments,
-        d.queue_dropped
+        stats.write_queue_dropped
     );
 }
 
@@ -163,7 +164,8 @@ fn four_processes_store_and_find_on_one_directory() {
             present += 1;
         }
     }
-    let d = cache.stats().disk.unwrap();
+    let stats = cache.stats();
+    let d = stats.disk.unwrap();
     println!("fresh open: {present} values present, {d:?}");
     assert!(present > 0);
     assert!(
@@ -199,7 +201,8 @@ fn child_mp_compactor() {
         .open()
         .unwrap();
     let result = cache.compact();
-    let d = cache.stats().disk.unwrap();
+    let stats = cache.stats();
+    let d = stats.disk.unwrap();
     println!(
         "RESULT ok={} compacted_segments={} entries={}",
         u8::from(result.is_ok()),

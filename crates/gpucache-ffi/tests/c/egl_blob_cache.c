@@ -43,7 +43,7 @@ static void configure(void) {
     CHECK(cfg.struct_size == sizeof cfg);
     CHECK(cfg.directory == NULL && cfg.identity == NULL && cfg.identity_len == 0);
     CHECK(cfg.max_disk_bytes == 1ull << 30 && cfg.max_memory_bytes == 64ull << 20);
-    CHECK(cfg.max_entries == UINT64_MAX && cfg.max_key_size == 4096);
+    CHECK(cfg.max_memory_entries == UINT64_MAX && cfg.max_key_size == 4096);
     CHECK(cfg.max_value_size == 4ull << 20 && cfg.miss_on_oversize == 0 && cfg.reserved == 0);
 
     /* A zeroed structure gets the first version's size. */

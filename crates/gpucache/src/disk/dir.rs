@@ -5,19 +5,33 @@
 //! DIR/lock               flock(2)ed exclusively by a writer for each batch it appends
 //! DIR/seg-0000002a.dat   data segment 42: header, then records
 //! DIR/seg-0000002a.idx   index of segment 42: header, then fixed-size entries
-//! DIR/blob-cache-stats   counters of the EGL blob caches using DIR (`crate::egl`)
+//! DIR/<name>             a front end's metadata stream (`super::stream`), e.g.
+//!                        `blob-cache-stats`: a lowercase name, a `GPUC` magic
 //! ```
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, ErrorKind, Write};
 use std::path::{Path, PathBuf};
 
-use super::format::{self, Meta};
+use super::format;
+use crate::Identity;
 
 pub(crate) const META_FILE: &str = "meta";
 pub(crate) const LOCK_FILE: &str = "lock";
-/// Diagnostics of the EGL blob caches using the directory; removed with the segments.
-pub(crate) const BLOB_STATS_FILE: &str = "blob-cache-stats";
+/// What every file gpucache writes starts with.
+const GPUCACHE_MAGIC: &[u8; 4] = b"GPUC";
+
+/// The subdirectory of a driver-versioned root where the caches of `identity` live:
+/// `id-<XXH3-64 of the identity bytes, 16 hex digits>`.
+pub(crate) fn identity_subdir(root: &Path, identity: &Identity) -> PathBuf {
+    root.join(format!("id-{:016x}", format::disk_hash(identity.bytes())))
+}
+
+/// Whether `name` is that of an identity's subdirectory of a driver-versioned root.
+pub(crate) fn is_identity_subdir_name(name: &str) -> bool {
+    name.strip_prefix("id-")
+        .is_some_and(|h| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+}
 
 pub(crate) fn data_path(dir: &Path, seg: u32) -> PathBuf {
     dir.join(format!("seg-{seg:08x}.dat"))
@@ -67,8 +81,61 @@ pub(crate) fn orphan_data_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
     Ok(orphans)
 }
 
+/// Segment ids named by `seg-XXXXXXXX.dat` or `.idx` files, sorted and deduplicated.
+pub(crate) fn segment_file_ids(dir: &Path) -> io::Result<Vec<u32>> {
+    let mut ids = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let name = entry?.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("seg-")) else {
+            continue;
+        };
+        let hex = rest
+            .strip_suffix(".dat")
+            .or_else(|| rest.strip_suffix(".idx"));
+        if let Some(id) = hex
+            .filter(|h| h.len() == 8)
+            .and_then(|h| u32::from_str_radix(h, 16).ok())
+        {
+            ids.push(id);
+        }
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    Ok(ids)
+}
+
+/// Whether `name` may name a metadata stream: 1 to 64 lowercase letters, digits and dashes,
+/// starting with a letter, and not a name of the directory's own files.
+pub(crate) fn is_stream_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && name != META_FILE
+        && name != LOCK_FILE
+        && !name.starts_with("seg-")
+        && !name.starts_with("id-")
+}
+
+/// Whether the file `name` in `dir` is a metadata stream: a stream name, and a regular file
+/// that starts with gpucache's magic (a file of someone else is never taken for one).
+fn is_stream_file(dir: &Path, name: &str) -> bool {
+    if !is_stream_name(name) {
+        return false;
+    }
+    let path = dir.join(name);
+    if !fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut magic = [0u8; 4];
+    File::open(&path)
+        .and_then(|mut f| io::Read::read_exact(&mut f, &mut magic))
+        .is_ok_and(|()| &magic == GPUCACHE_MAGIC)
+}
+
 /// Reads the meta file: `Ok(None)` if it is missing or unreadable as a meta file.
-pub(crate) fn read_meta(dir: &Path) -> io::Result<Option<Meta>> {
+pub(crate) fn read_meta(dir: &Path) -> io::Result<Option<Identity>> {
     match fs::read(dir.join(META_FILE)) {
         Ok(bytes) => Ok(format::decode_meta(&bytes).ok()),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
@@ -77,7 +144,7 @@ pub(crate) fn read_meta(dir: &Path) -> io::Result<Option<Meta>> {
 }
 
 /// Writes the meta file atomically: temporary file, fsync, rename, fsync of the directory.
-pub(crate) fn write_meta(dir: &Path, meta: &Meta) -> io::Result<()> {
+pub(crate) fn write_meta(dir: &Path, meta: &Identity) -> io::Result<()> {
     let tmp = dir.join(format!("{META_FILE}.tmp.{}", std::process::id()));
     {
         let mut f = File::create(&tmp)?;
@@ -92,14 +159,14 @@ pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-/// Removes every segment file, the blob-cache diagnostics (they describe what is removed)
-/// and stray temporary files; keeps meta and lock.
-pub(crate) fn remove_segments(dir: &Path) -> io::Result<()> {
+/// Removes every segment file, the metadata streams (they describe what is removed) and
+/// stray temporary files; keeps meta and lock.
+pub(crate) fn remove_contents(dir: &Path) -> io::Result<()> {
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with("seg-") || name.contains(".tmp.") || name == BLOB_STATS_FILE {
+        if name.starts_with("seg-") || name.contains(".tmp.") || is_stream_file(dir, &name) {
             remove_if_present(&entry.path())?;
         }
     }

@@ -1,11 +1,15 @@
-//! The on-disk format, version 1: encoding and checked decoding of every structure.
+//! The on-disk format, version 1: encoding and checked decoding of every structure of a
+//! cache directory. Every other part of the disk tier reads records and entries through the
+//! functions here.
 //!
-//! All integers are little-endian; every structure carries a CRC32C. `docs/disk-format.md`
-//! is the human description; the golden-byte tests below fail when the bytes change.
-//! Decoders never trust a length before checking it against a bound, so hostile files cost
-//! no more than their own size.
+//! All integers are little-endian (read and written with [`crate::codec`]); every structure
+//! carries a CRC32C. `docs/disk-format.md` is the human description; the golden-byte tests
+//! below fail when the bytes change. Decoders never trust a length before checking it
+//! against a bound, so hostile files cost no more than their own size.
 
-use std::fmt;
+use crate::codec::{strip_crc32c, FormatError, LeReader, LeWriter};
+use crate::identity::MAX_IDENTITY_LEN;
+use crate::Identity;
 
 /// Bumped on any incompatible change; a directory of another version is wiped.
 pub const FORMAT_VERSION: u32 = 1;
@@ -22,50 +26,12 @@ pub const RECORD_HEADER_LEN: usize = 24;
 pub const INDEX_ENTRY_LEN: usize = 32;
 /// Longest key persisted; longer keys stay in memory only.
 pub const MAX_KEY_LEN: usize = u16::MAX as usize;
-/// Longest identity accepted in a meta file.
-pub const MAX_IDENTITY_LEN: usize = 64 << 10;
 
 /// Record flag: the key was removed.
 pub const FLAG_TOMBSTONE: u32 = 1;
 /// Meta flag: the cache is versioned by driver identity (kept side by side per identity).
 pub const META_FLAG_DRIVER_VERSIONED: u32 = 1;
-
-/// Why bytes failed to decode.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FormatError {
-    /// Fewer bytes than the structure needs.
-    Truncated,
-    /// Not a gpucache file of this kind.
-    BadMagic,
-    /// Written by another format version.
-    Version(u32),
-    /// The checksum does not match the bytes.
-    Checksum,
-    /// A length or field is out of its allowed range.
-    Invalid(&'static str),
-}
-
-impl fmt::Display for FormatError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FormatError::Truncated => f.write_str("truncated"),
-            FormatError::BadMagic => f.write_str("bad magic"),
-            FormatError::Version(v) => write!(f, "format version {v}, expected {FORMAT_VERSION}"),
-            FormatError::Checksum => f.write_str("checksum mismatch"),
-            FormatError::Invalid(what) => write!(f, "invalid {what}"),
-        }
-    }
-}
-
-impl std::error::Error for FormatError {}
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
-}
-
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
-}
+const META_HEADER_LEN: usize = 32;
 
 /// The key hash stored on disk: XXH3-64 with seed 0, the same in every process and version.
 pub fn disk_hash(key: &[u8]) -> u64 {
@@ -73,63 +39,56 @@ pub fn disk_hash(key: &[u8]) -> u64 {
 }
 
 // ---------------------------------------------------------------------------------------
-// Meta file: identifies the cache that owns a directory.
-
-/// The identity a directory was created for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Meta {
-    /// `META_FLAG_*` bits.
-    pub flags: u32,
-    /// The application's (or session's) cache version.
-    pub cache_version: u64,
-    /// Opaque identity bytes (driver vendor, renderer, version, ...).
-    pub identity: Vec<u8>,
-}
+// Meta file: the identity that owns a directory.
 
 /// Layout: `magic[8] format_version:u32 flags:u32 cache_version:u64 identity_len:u32
 /// reserved:u32 identity[identity_len] crc32c:u32` (the CRC covers everything before it).
-pub fn encode_meta(meta: &Meta) -> Vec<u8> {
-    let mut b = Vec::with_capacity(36 + meta.identity.len());
-    b.extend_from_slice(&META_MAGIC);
-    b.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    b.extend_from_slice(&meta.flags.to_le_bytes());
-    b.extend_from_slice(&meta.cache_version.to_le_bytes());
-    b.extend_from_slice(&(meta.identity.len() as u32).to_le_bytes());
-    b.extend_from_slice(&0u32.to_le_bytes());
-    b.extend_from_slice(&meta.identity);
-    let crc = crc32c::crc32c(&b);
-    b.extend_from_slice(&crc.to_le_bytes());
+pub fn encode_meta(identity: &Identity) -> Vec<u8> {
+    let bytes = identity.bytes();
+    let flags = if identity.driver_versioned() {
+        META_FLAG_DRIVER_VERSIONED
+    } else {
+        0
+    };
+    let mut b = Vec::with_capacity(META_HEADER_LEN + bytes.len() + 4);
+    LeWriter::new(&mut b)
+        .bytes(&META_MAGIC)
+        .u32(FORMAT_VERSION)
+        .u32(flags)
+        .u64(identity.version())
+        .u32(bytes.len() as u32)
+        .u32(0)
+        .bytes(bytes)
+        .crc32c_from(0);
     b
 }
 
-/// Checks and decodes a meta file.
-pub fn decode_meta(b: &[u8]) -> Result<Meta, FormatError> {
-    if b.len() < 36 {
-        return Err(FormatError::Truncated);
-    }
-    if b[..8] != META_MAGIC {
+/// Checks and decodes a meta file. Unknown flags are refused: the directory was written by
+/// a newer build, and this one cannot honour them.
+pub fn decode_meta(b: &[u8]) -> Result<Identity, FormatError> {
+    let mut r = LeReader::new(b);
+    if r.array::<8>()? != META_MAGIC {
         return Err(FormatError::BadMagic);
     }
-    let identity_len = u32_at(b, 24) as usize;
+    let (version, flags, cache_version) = (r.u32()?, r.u32()?, r.u64()?);
+    let identity_len = r.u32()? as usize;
     if identity_len > MAX_IDENTITY_LEN {
         return Err(FormatError::Invalid("identity length"));
     }
-    let end = 32 + identity_len;
-    if b.len() != end + 4 {
+    r.skip(4)?;
+    if b.len() != META_HEADER_LEN + identity_len + 4 {
         return Err(FormatError::Truncated);
     }
-    if crc32c::crc32c(&b[..end]) != u32_at(b, end) {
-        return Err(FormatError::Checksum);
-    }
-    let version = u32_at(b, 8);
+    strip_crc32c(b)?;
     if version != FORMAT_VERSION {
         return Err(FormatError::Version(version));
     }
-    Ok(Meta {
-        flags: u32_at(b, 12),
-        cache_version: u64_at(b, 16),
-        identity: b[32..end].to_vec(),
-    })
+    if flags & !META_FLAG_DRIVER_VERSIONED != 0 {
+        return Err(FormatError::Invalid("meta flags"));
+    }
+    Ok(Identity::new(r.bytes(identity_len)?)
+        .with_version(cache_version)
+        .with_driver_versioned(flags & META_FLAG_DRIVER_VERSIONED != 0))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -156,31 +115,28 @@ impl SegmentFile {
 /// Layout: `magic[8] format_version:u32 segment_id:u32 reserved[12] crc32c:u32` (CRC over
 /// bytes 0..28).
 pub fn encode_segment_header(kind: SegmentFile, segment_id: u32) -> [u8; SEGMENT_HEADER_LEN] {
-    let mut b = [0u8; SEGMENT_HEADER_LEN];
-    b[..8].copy_from_slice(&kind.magic());
-    b[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-    b[12..16].copy_from_slice(&segment_id.to_le_bytes());
-    let crc = crc32c::crc32c(&b[..28]);
-    b[28..].copy_from_slice(&crc.to_le_bytes());
-    b
+    let mut b = Vec::with_capacity(SEGMENT_HEADER_LEN);
+    LeWriter::new(&mut b)
+        .bytes(&kind.magic())
+        .u32(FORMAT_VERSION)
+        .u32(segment_id)
+        .bytes(&[0; 12])
+        .crc32c_from(0);
+    b.try_into().expect("32 bytes")
 }
 
 /// Checks a segment header; returns its segment id.
 pub fn decode_segment_header(kind: SegmentFile, b: &[u8]) -> Result<u32, FormatError> {
-    if b.len() < SEGMENT_HEADER_LEN {
-        return Err(FormatError::Truncated);
-    }
-    if b[..8] != kind.magic() {
+    let mut r = LeReader::new(b);
+    if r.array::<8>()? != kind.magic() {
         return Err(FormatError::BadMagic);
     }
-    if crc32c::crc32c(&b[..28]) != u32_at(b, 28) {
-        return Err(FormatError::Checksum);
-    }
-    let version = u32_at(b, 8);
+    let (version, id) = (r.u32()?, r.u32()?);
+    strip_crc32c(b.get(..SEGMENT_HEADER_LEN).ok_or(FormatError::Truncated)?)?;
     if version != FORMAT_VERSION {
         return Err(FormatError::Version(version));
     }
-    Ok(u32_at(b, 12))
+    Ok(id)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -219,29 +175,50 @@ impl RecordHeader {
 /// CRC covers everything after it: the rest of the header, the key and the value.
 pub fn encode_record(out: &mut Vec<u8>, key: &[u8], value: &[u8], flags: u32) {
     let start = out.len();
-    out.extend_from_slice(&[0u8; 4]);
-    out.extend_from_slice(&(key.len() as u32).to_le_bytes());
-    out.extend_from_slice(&(value.len() as u32).to_le_bytes());
-    out.extend_from_slice(&flags.to_le_bytes());
-    out.extend_from_slice(&disk_hash(key).to_le_bytes());
-    out.extend_from_slice(key);
-    out.extend_from_slice(value);
+    LeWriter::new(out)
+        .u32(0)
+        .u32(key.len() as u32)
+        .u32(value.len() as u32)
+        .u32(flags)
+        .u64(disk_hash(key))
+        .bytes(key)
+        .bytes(value);
     let crc = crc32c::crc32c(&out[start + 4..]);
     out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// The header fields of a record, read without checking anything: for scanning a data file
+/// (the lengths say where the next record starts) and listing keys.
+fn peek_header(b: &[u8]) -> Result<(u32, RecordHeader), FormatError> {
+    let mut r = LeReader::new(b);
+    let crc = r.u32()?;
+    let header = RecordHeader {
+        key_len: r.u32()?,
+        value_len: r.u32()?,
+        flags: r.u32()?,
+        key_hash: r.u64()?,
+    };
+    Ok((crc, header))
+}
+
+/// The length of the record starting at `b` according to its header, unchecked.
+pub fn peek_record_len(b: &[u8]) -> Result<u64, FormatError> {
+    peek_header(b).map(|(_, h)| h.record_len())
+}
+
+/// The key of the record starting at `b` if its header's lengths are `key_len` and
+/// `value_len` and the key hashes to `key_hash`; the value and CRC are not read (listing
+/// keys reads only record heads).
+pub fn peek_key(b: &[u8], key_hash: u64, key_len: u32, value_len: u32) -> Option<&[u8]> {
+    let (_, h) = peek_header(b).ok()?;
+    let key = b.get(RECORD_HEADER_LEN..RECORD_HEADER_LEN + key_len as usize)?;
+    (h.key_len == key_len && h.value_len == value_len && disk_hash(key) == key_hash).then_some(key)
 }
 
 /// Checks a whole record (header, key and value) and returns its header. `max_len` bounds
 /// the lengths the header may claim.
 pub fn decode_record(b: &[u8], max_len: u64) -> Result<RecordHeader, FormatError> {
-    if b.len() < RECORD_HEADER_LEN {
-        return Err(FormatError::Truncated);
-    }
-    let header = RecordHeader {
-        key_len: u32_at(b, 4),
-        value_len: u32_at(b, 8),
-        flags: u32_at(b, 12),
-        key_hash: u64_at(b, 16),
-    };
+    let (crc, header) = peek_header(b)?;
     if header.key_len as usize > MAX_KEY_LEN || header.record_len() > max_len {
         return Err(FormatError::Invalid("record length"));
     }
@@ -249,7 +226,7 @@ pub fn decode_record(b: &[u8], max_len: u64) -> Result<RecordHeader, FormatError
         return Err(FormatError::Truncated);
     }
     let end = header.record_len() as usize;
-    if crc32c::crc32c(&b[4..end]) != u32_at(b, 0) {
+    if crc32c::crc32c(&b[4..end]) != crc {
         return Err(FormatError::Checksum);
     }
     let key = &b[RECORD_HEADER_LEN..RECORD_HEADER_LEN + header.key_len as usize];
@@ -257,6 +234,13 @@ pub fn decode_record(b: &[u8], max_len: u64) -> Result<RecordHeader, FormatError
         return Err(FormatError::Invalid("key hash"));
     }
     Ok(header)
+}
+
+/// The key and value of a record that [`decode_record`] accepted.
+pub fn record_key_value<'a>(record: &'a [u8], header: &RecordHeader) -> (&'a [u8], &'a [u8]) {
+    let key_end = RECORD_HEADER_LEN + header.key_len as usize;
+    let end = key_end + header.value_len as usize;
+    (&record[RECORD_HEADER_LEN..key_end], &record[key_end..end])
 }
 
 /// An index entry: where a record is, and what it says.
@@ -270,37 +254,36 @@ pub struct IndexEntry {
 /// Layout: `key_hash:u64 offset:u32 key_len:u32 value_len:u32 flags:u32 reserved:u32
 /// crc32c:u32` (CRC over bytes 0..28).
 pub fn encode_index_entry(entry: &IndexEntry) -> [u8; INDEX_ENTRY_LEN] {
-    let mut b = [0u8; INDEX_ENTRY_LEN];
-    b[..8].copy_from_slice(&entry.header.key_hash.to_le_bytes());
-    b[8..12].copy_from_slice(&entry.offset.to_le_bytes());
-    b[12..16].copy_from_slice(&entry.header.key_len.to_le_bytes());
-    b[16..20].copy_from_slice(&entry.header.value_len.to_le_bytes());
-    b[20..24].copy_from_slice(&entry.header.flags.to_le_bytes());
-    let crc = crc32c::crc32c(&b[..28]);
-    b[28..].copy_from_slice(&crc.to_le_bytes());
-    b
+    let mut b = Vec::with_capacity(INDEX_ENTRY_LEN);
+    LeWriter::new(&mut b)
+        .u64(entry.header.key_hash)
+        .u32(entry.offset)
+        .u32(entry.header.key_len)
+        .u32(entry.header.value_len)
+        .u32(entry.header.flags)
+        .u32(0)
+        .crc32c_from(0);
+    b.try_into().expect("32 bytes")
 }
 
 /// Checks and decodes one index entry.
 pub fn decode_index_entry(b: &[u8]) -> Result<IndexEntry, FormatError> {
-    if b.len() < INDEX_ENTRY_LEN {
-        return Err(FormatError::Truncated);
-    }
-    if crc32c::crc32c(&b[..28]) != u32_at(b, 28) {
-        return Err(FormatError::Checksum);
-    }
+    let b = b.get(..INDEX_ENTRY_LEN).ok_or(FormatError::Truncated)?;
+    strip_crc32c(b)?;
+    let mut r = LeReader::new(b);
+    let (key_hash, offset) = (r.u64()?, r.u32()?);
     let entry = IndexEntry {
         header: RecordHeader {
-            key_hash: u64_at(b, 0),
-            key_len: u32_at(b, 12),
-            value_len: u32_at(b, 16),
-            flags: u32_at(b, 20),
+            key_len: r.u32()?,
+            value_len: r.u32()?,
+            flags: r.u32()?,
+            key_hash,
         },
-        offset: u32_at(b, 8),
+        offset,
     };
     if entry.header.key_len as usize > MAX_KEY_LEN
         || (entry.offset as usize) < SEGMENT_HEADER_LEN
-        || u32_at(b, 24) != 0
+        || r.u32()? != 0
     {
         return Err(FormatError::Invalid("index entry"));
     }
@@ -321,11 +304,9 @@ mod tests {
 
     #[test]
     fn golden_meta() {
-        let meta = Meta {
-            flags: META_FLAG_DRIVER_VERSIONED,
-            cache_version: 7,
-            identity: b"mesa".to_vec(),
-        };
+        let meta = Identity::new(b"mesa".to_vec())
+            .with_version(7)
+            .with_driver_versioned(true);
         let b = encode_meta(&meta);
         assert_eq!(
             hex(&b),
@@ -394,11 +375,7 @@ mod tests {
             bad[bit / 8] ^= 1 << (bit % 8);
             assert!(decode_index_entry(&bad).is_err(), "bit {bit}");
         }
-        let meta = encode_meta(&Meta {
-            flags: 0,
-            cache_version: 1,
-            identity: b"id".to_vec(),
-        });
+        let meta = encode_meta(&Identity::new(b"id".to_vec()).with_version(1));
         for bit in 0..meta.len() * 8 {
             let mut bad = meta.clone();
             bad[bit / 8] ^= 1 << (bit % 8);
@@ -418,11 +395,7 @@ mod tests {
             decode_record(&rec, 1 << 20),
             Err(FormatError::Invalid("record length"))
         );
-        let mut meta = encode_meta(&Meta {
-            flags: 0,
-            cache_version: 0,
-            identity: Vec::new(),
-        });
+        let mut meta = encode_meta(&Identity::default());
         meta[24..28].copy_from_slice(&u32::MAX.to_le_bytes());
         assert_eq!(
             decode_meta(&meta),

@@ -3,8 +3,15 @@
 //! as this or another process appends.
 
 use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::io::{self, ErrorKind};
+use std::path::Path;
 
-use super::format::{IndexEntry, INDEX_ENTRY_LEN, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
+use super::dir;
+use super::format::{
+    decode_index_entry, decode_segment_header, IndexEntry, RecordHeader, SegmentFile,
+    INDEX_ENTRY_LEN, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
+};
 use crate::hash::PassThroughBuildHasher;
 
 /// Where one key's latest record is. 16 bytes; with the map's 8-byte key and load factor the
@@ -27,6 +34,15 @@ impl Loc {
 
     fn position(&self) -> (u32, u32) {
         (self.seg, self.offset)
+    }
+
+    /// Whether a record whose (checked) header is `header` is the one this location and
+    /// `key_hash` describe: a reader returns a record only if so.
+    pub(crate) fn describes(&self, key_hash: u64, header: &RecordHeader) -> bool {
+        header.key_hash == key_hash
+            && header.value_len == self.value_len
+            && header.key_len == u32::from(self.key_len)
+            && header.is_tombstone() == self.tombstone
     }
 }
 
@@ -112,6 +128,51 @@ impl Index {
         }
     }
 
+    /// Applies the index entries in `body`, which starts `start` bytes into segment `seg`'s
+    /// index file, and records how far the file was applied. An invalid entry followed by
+    /// valid ones is damage: skipped and counted. Invalid entries at the end may be an
+    /// append in progress: not applied, so the next refresh reads them again. Returns the
+    /// number of invalid entries skipped.
+    pub(crate) fn apply_entries(&mut self, seg: u32, start: u64, body: &[u8]) -> u64 {
+        let entries: Vec<_> = body
+            .chunks_exact(INDEX_ENTRY_LEN)
+            .map(decode_index_entry)
+            .collect();
+        let valid_end = entries.iter().rposition(|e| e.is_ok()).map_or(0, |i| i + 1);
+        let mut skipped = 0;
+        self.seg_mut(seg); // Known from now on, even if empty.
+        for entry in &entries[..valid_end] {
+            match entry {
+                Ok(entry) => self.apply(seg, entry),
+                Err(_) => skipped += 1,
+            }
+        }
+        self.seg_mut(seg).idx_consumed = start + (valid_end * INDEX_ENTRY_LEN) as u64;
+        skipped
+    }
+
+    /// Loads the index of the cache directory `dir` from its index files, as a process
+    /// opening it does. Returns the index, the segments ignored because their index file's
+    /// header is bad, and the invalid entries skipped.
+    pub(crate) fn load(dir: &Path) -> io::Result<(Index, u64, u64)> {
+        let mut index = Index::default();
+        let (mut bad_segments, mut skipped) = (0, 0);
+        for id in dir::list_segments(dir)? {
+            let bytes = match fs::read(dir::index_path(dir, id)) {
+                Ok(b) => b,
+                Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            };
+            if decode_segment_header(SegmentFile::Index, &bytes) != Ok(id) {
+                bad_segments += 1;
+                continue;
+            }
+            skipped +=
+                index.apply_entries(id, SEGMENT_HEADER_LEN as u64, &bytes[SEGMENT_HEADER_LEN..]);
+        }
+        Ok((index, bad_segments, skipped))
+    }
+
     /// Forgets `key_hash` if it still points at `loc` (a record found bad or gone).
     pub(crate) fn forget(&mut self, key_hash: u64, loc: Loc) {
         if self.map.get(&key_hash) == Some(&loc) {
@@ -163,6 +224,39 @@ impl Index {
         })
     }
 
+    /// Checks the invariants: every location is in a known segment and within its data;
+    /// each segment's live and tombstone accounting is the sum of the locations in it.
+    /// Panics with a description when one fails (tests and fuzzing only).
+    #[cfg(any(test, fuzzing))]
+    pub(crate) fn validate(&self) {
+        let mut sums: BTreeMap<u32, (u64, u64, u64)> = BTreeMap::new();
+        for (&hash, loc) in &self.map {
+            let info = self
+                .segs
+                .get(&loc.seg)
+                .unwrap_or_else(|| panic!("{hash:x} points into unknown segment {}", loc.seg));
+            assert!(
+                u64::from(loc.offset) + loc.record_len() <= info.data_end,
+                "{hash:x}: record past its segment's data end"
+            );
+            let sum = sums.entry(loc.seg).or_default();
+            if loc.tombstone {
+                sum.1 += loc.record_len();
+            } else {
+                sum.0 += loc.record_len();
+                sum.2 += 1;
+            }
+        }
+        for (seg, info) in &self.segs {
+            let (live, tomb, entries) = sums.get(seg).copied().unwrap_or_default();
+            assert_eq!(
+                (info.live_bytes, info.tomb_bytes, info.live_entries),
+                (live, tomb, entries),
+                "segment {seg}: accounting disagrees with the map"
+            );
+        }
+    }
+
     fn unaccount(&mut self, loc: Loc) {
         if let Some(info) = self.segs.get_mut(&loc.seg) {
             if loc.tombstone {
@@ -212,7 +306,9 @@ mod tests {
         );
         assert_eq!(ix.get(a), None);
         assert_eq!(ix.segs()[&2].live_entries, 0);
+        ix.validate();
         ix.drop_segment(1);
+        ix.validate();
         assert_eq!(ix.totals().0, 0);
         assert_eq!(whole_entries(32, 32 + 70), 64);
     }

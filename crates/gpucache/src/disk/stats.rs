@@ -1,9 +1,10 @@
 //! Counters of the disk tier.
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use parking_lot::Mutex;
+
+use crate::metrics::Counter;
 
 /// A snapshot of a disk cache's state and counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -31,9 +32,8 @@ pub struct DiskStats {
     pub bytes_written: u64,
     /// Batches that failed to write (full disk, I/O error); their entries stay in memory.
     pub write_errors: u64,
-    /// Stores not persisted because the write-behind queue was full.
-    pub queue_dropped: u64,
-    /// Stores not persisted because the entry cannot fit in a segment.
+    /// Stores not persisted because the key is longer than 65,535 bytes or the entry
+    /// cannot fit in a segment.
     pub too_large_skipped: u64,
     /// Segments evicted to keep the directory within its limits.
     pub evicted_segments: u64,
@@ -45,8 +45,6 @@ pub struct DiskStats {
     pub fsyncs: u64,
     /// Times the directory vanished and was recreated.
     pub recreated: u64,
-    /// Entries loaded into memory by the start-up preload.
-    pub preloaded: u64,
     /// The last error, for logs and `gpucache stats`.
     pub last_error: Option<String>,
 }
@@ -55,7 +53,7 @@ macro_rules! counters {
     ($($name:ident),* $(,)?) => {
         #[derive(Debug, Default)]
         pub(crate) struct DiskCounters {
-            $($name: AtomicU64,)*
+            $($name: Counter,)*
             last_error: Mutex<Option<String>>,
         }
 
@@ -74,7 +72,7 @@ macro_rules! counters {
                     file_bytes,
                     segments,
                     writable,
-                    $($name: self.$name.load(Relaxed),)*
+                    $($name: self.$name.get(),)*
                     last_error: self.last_error.lock().clone(),
                 }
             }
@@ -89,58 +87,50 @@ counters!(
     records_written,
     bytes_written,
     write_errors,
-    queue_dropped,
     too_large_skipped,
     evicted_segments,
     reinserted,
     compacted_segments,
     fsyncs,
     recreated,
-    preloaded,
 );
 
 impl DiskCounters {
     pub(crate) fn add_read_hit(&self) {
-        self.read_hits.fetch_add(1, Relaxed);
+        self.read_hits.incr();
     }
-    pub(crate) fn add_corrupt(&self) {
-        self.corrupt_dropped.fetch_add(1, Relaxed);
+    pub(crate) fn add_corrupt(&self, n: u64) {
+        self.corrupt_dropped.add(n);
     }
     pub(crate) fn add_read_error(&self, e: &io::Error) {
-        self.read_errors.fetch_add(1, Relaxed);
+        self.read_errors.incr();
         self.set_error(&format!("read failed: {e}"));
     }
     pub(crate) fn add_written(&self, records: u64, bytes: u64) {
-        self.records_written.fetch_add(records, Relaxed);
-        self.bytes_written.fetch_add(bytes, Relaxed);
+        self.records_written.add(records);
+        self.bytes_written.add(bytes);
     }
     pub(crate) fn add_write_error(&self, e: &io::Error) {
-        self.write_errors.fetch_add(1, Relaxed);
+        self.write_errors.incr();
         self.set_error(&format!("write failed: {e}"));
     }
-    pub(crate) fn add_queue_dropped(&self) {
-        self.queue_dropped.fetch_add(1, Relaxed);
-    }
     pub(crate) fn add_too_large(&self) {
-        self.too_large_skipped.fetch_add(1, Relaxed);
+        self.too_large_skipped.incr();
     }
     pub(crate) fn add_evicted_segment(&self) {
-        self.evicted_segments.fetch_add(1, Relaxed);
+        self.evicted_segments.incr();
     }
     pub(crate) fn add_reinserted(&self, n: u64) {
-        self.reinserted.fetch_add(n, Relaxed);
+        self.reinserted.add(n);
     }
     pub(crate) fn add_compacted(&self) {
-        self.compacted_segments.fetch_add(1, Relaxed);
+        self.compacted_segments.incr();
     }
     pub(crate) fn add_fsync(&self) {
-        self.fsyncs.fetch_add(1, Relaxed);
+        self.fsyncs.incr();
     }
     pub(crate) fn add_recreated(&self) {
-        self.recreated.fetch_add(1, Relaxed);
-    }
-    pub(crate) fn add_preloaded(&self, n: u64) {
-        self.preloaded.fetch_add(n, Relaxed);
+        self.recreated.incr();
     }
     pub(crate) fn set_error(&self, message: &str) {
         tracing::warn!(target: "gpucache", "{message}");

@@ -1,5 +1,5 @@
-//! The write side of the disk tier: everything here runs on the write-behind thread while it
-//! holds the directory's exclusive lock.
+//! The write side of the disk tier: everything here runs on the cache's write-behind thread
+//! while it holds the directory's exclusive lock.
 //!
 //! A batch buffers records in memory and writes them with one positioned write to the active
 //! segment's data file, then one to its index file (data first: an index entry never points
@@ -16,18 +16,18 @@ use std::sync::atomic::Ordering;
 
 use super::dir;
 use super::format::{
-    decode_segment_header, encode_index_entry, encode_record, encode_segment_header, IndexEntry,
-    RecordHeader, SegmentFile, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
+    decode_segment_header, encode_index_entry, encode_record, encode_segment_header, peek_key,
+    IndexEntry, RecordHeader, SegmentFile, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
 use super::index::Loc;
-use super::Disk;
+use super::DiskTier;
 
 /// Tells eviction whether a key is still in use (held by the memory tier).
-pub(crate) type IsHot<'a> = &'a dyn Fn(&[u8]) -> bool;
+pub(super) type IsHot<'a> = &'a dyn Fn(&[u8]) -> bool;
 
 /// The segment being appended to.
 #[derive(Debug)]
-pub(crate) struct Active {
+pub(super) struct Active {
     id: u32,
     data: File,
     idx: File,
@@ -37,15 +37,15 @@ pub(crate) struct Active {
 
 /// Buffers a batch fills; owned by the writer so that their capacity outlives a batch.
 #[derive(Debug, Default)]
-pub(crate) struct WriteBuffers {
+pub(super) struct WriteBuffers {
     data: Vec<u8>,
     entries: Vec<IndexEntry>,
     index: Vec<u8>,
 }
 
 /// One locked batch of writes.
-pub(crate) struct Batch<'a> {
-    disk: &'a Disk,
+pub(super) struct Batch<'a> {
+    disk: &'a DiskTier,
     active: &'a mut Option<Active>,
     data_buf: &'a mut Vec<u8>,
     entries: &'a mut Vec<IndexEntry>,
@@ -57,11 +57,11 @@ pub(crate) struct Batch<'a> {
     _lock: File,
 }
 
-impl Disk {
+impl DiskTier {
     /// Takes the directory lock and prepares a batch. Checks that the directory still
     /// belongs to this cache: a vanished directory or meta file is recreated empty; a
     /// directory taken over by another identity stops this process's writing for good.
-    pub(crate) fn begin_batch<'a>(
+    pub(super) fn begin_batch<'a>(
         &'a self,
         active: &'a mut Option<Active>,
         buffers: &'a mut WriteBuffers,
@@ -89,11 +89,11 @@ impl Disk {
         let lock = lock.0;
         lock.lock()?;
         match dir::read_meta(&self.cfg.dir)? {
-            Some(meta) if meta == self.cfg.meta => {}
+            Some(meta) if meta == self.cfg.identity => {}
             None => {
                 // Removed or cleared underneath us: start afresh.
-                dir::remove_segments(&self.cfg.dir)?;
-                dir::write_meta(&self.cfg.dir, &self.cfg.meta)?;
+                dir::remove_contents(&self.cfg.dir)?;
+                dir::write_meta(&self.cfg.dir, &self.cfg.identity)?;
                 self.index.write().clear();
                 self.read_files.lock().clear();
                 *active = None;
@@ -134,12 +134,12 @@ impl Disk {
 
 impl Batch<'_> {
     /// Whether a record of `len` bytes can ever fit in a segment.
-    pub(crate) fn fits(&self, len: u64) -> bool {
+    fn fits(&self, len: u64) -> bool {
         len + SEGMENT_HEADER_LEN as u64 <= self.disk.cfg.segment_bytes
     }
 
     /// Buffers a record for `key`: a value, or a tombstone when `value` is `None`.
-    pub(crate) fn push(&mut self, key: &[u8], value: Option<&[u8]>) -> io::Result<()> {
+    pub(super) fn push(&mut self, key: &[u8], value: Option<&[u8]>) -> io::Result<()> {
         let flags = if value.is_some() {
             0
         } else {
@@ -185,7 +185,7 @@ impl Batch<'_> {
     }
 
     /// Writes the buffered records and index entries, then applies them to the index.
-    pub(crate) fn write_out(&mut self) -> io::Result<()> {
+    pub(super) fn write_out(&mut self) -> io::Result<()> {
         if self.entries.is_empty() {
             return Ok(());
         }
@@ -228,7 +228,7 @@ impl Batch<'_> {
     }
 
     /// fsyncs the active segment (and the directory if segments were created).
-    pub(crate) fn sync(&mut self) -> io::Result<()> {
+    pub(super) fn sync(&mut self) -> io::Result<()> {
         self.write_out()?;
         if let Some(a) = self.active.as_ref() {
             a.data.sync_data()?;
@@ -349,7 +349,7 @@ impl Batch<'_> {
     /// Evicts oldest segments until the directory is within its byte and entry limits.
     /// Records still held by the memory tier are copied forward, up to a quarter of the byte
     /// limit per pass so that eviction always makes progress.
-    pub(crate) fn enforce_limits(&mut self, is_hot: IsHot<'_>) -> io::Result<()> {
+    pub(super) fn enforce_limits(&mut self, is_hot: IsHot<'_>) -> io::Result<()> {
         self.write_out()?;
         // Know the append target first, so that it is never taken for a victim.
         self.ensure_active()?;
@@ -382,7 +382,7 @@ impl Batch<'_> {
         let mut kept = 0;
         for (hash, loc) in live {
             // The oldest segment's tombstones have no older record left to hide: dropped.
-            if loc.tombstone || loc.record_len() > *budget || !self.key_is_hot(loc, is_hot) {
+            if loc.tombstone || loc.record_len() > *budget || !self.key_is_hot(hash, loc, is_hot) {
                 continue;
             }
             if let Some((header, record)) = self.disk.read_record(hash, loc) {
@@ -398,13 +398,13 @@ impl Batch<'_> {
         Ok(())
     }
 
-    fn key_is_hot(&self, loc: Loc, is_hot: IsHot<'_>) -> bool {
+    fn key_is_hot(&self, hash: u64, loc: Loc, is_hot: IsHot<'_>) -> bool {
         let mut head = vec![0u8; RECORD_HEADER_LEN + usize::from(loc.key_len)];
         let Ok(file) = self.disk.data_file(loc.seg) else {
             return false;
         };
         file.read_exact_at(&mut head, u64::from(loc.offset)).is_ok()
-            && is_hot(&head[RECORD_HEADER_LEN..])
+            && peek_key(&head, hash, u32::from(loc.key_len), loc.value_len).is_some_and(is_hot)
     }
 
     /// Reclaims dead space by rewriting sealed segments, the one with the most dead bytes
@@ -412,7 +412,7 @@ impl Batch<'_> {
     /// first); otherwise until dead
     /// space is at most a tenth of the files (each dead byte is copied over at most once, so
     /// the work is proportional to what was overwritten).
-    pub(crate) fn compact(&mut self, force: bool) -> io::Result<()> {
+    pub(super) fn compact(&mut self, force: bool) -> io::Result<()> {
         self.write_out()?;
         // Know the append target first, so that it is never taken for a victim.
         self.ensure_active()?;
@@ -474,7 +474,7 @@ impl Batch<'_> {
     }
 
     /// Removes every segment.
-    pub(crate) fn clear(&mut self) -> io::Result<()> {
+    pub(super) fn clear(&mut self) -> io::Result<()> {
         self.data_buf.clear();
         self.entries.clear();
         *self.active = None;
@@ -483,7 +483,7 @@ impl Batch<'_> {
         for seg in segs {
             self.delete_segment(seg)?;
         }
-        dir::remove_segments(&self.disk.cfg.dir)?;
+        dir::remove_contents(&self.disk.cfg.dir)?;
         self.disk.index.write().clear();
         // Segment ids are never reused: another process may still index the old ones.
         *self.active = Some(self.create_segment(next)?);

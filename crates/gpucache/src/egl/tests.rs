@@ -1,7 +1,7 @@
 use super::*;
 
 fn cache() -> BlobCache {
-    BlobCache::new(BlobCacheConfig::default().max_value_size(1000)).unwrap()
+    BlobCache::new(BlobCacheConfig::default().cache(|c| c.max_value_size(1000))).unwrap()
 }
 
 #[test]
@@ -80,7 +80,8 @@ fn empty_values_and_oversized_keys_are_dropped() {
 
 #[test]
 fn the_budget_holds_and_eviction_keeps_serving() {
-    let c = BlobCache::new(BlobCacheConfig::default().max_bytes(64 << 10)).unwrap();
+    let c =
+        BlobCache::new(BlobCacheConfig::default().cache(|c| c.max_memory_bytes(64 << 10))).unwrap();
     for i in 0..1000u32 {
         c.set(&i.to_le_bytes(), &[i as u8; 1000]);
     }
@@ -96,7 +97,8 @@ fn the_budget_holds_and_eviction_keeps_serving() {
 /// self-describing (key and version repeated), so a torn or misdirected value is caught.
 #[test]
 fn concurrent_set_and_get_never_return_wrong_bytes() {
-    let c = BlobCache::new(BlobCacheConfig::default().max_bytes(1 << 20)).unwrap();
+    let c =
+        BlobCache::new(BlobCacheConfig::default().cache(|c| c.max_memory_bytes(1 << 20))).unwrap();
     let value_of = |key: u16, version: u16| -> Vec<u8> {
         let mut v = Vec::new();
         for _ in 0..(64 + (key as usize % 512)) {
@@ -138,8 +140,7 @@ fn concurrent_set_and_get_never_return_wrong_bytes() {
 fn a_directory_makes_entries_outlive_the_cache() {
     let dir = tempfile::tempdir().unwrap();
     let config = BlobCacheConfig::default()
-        .directory(dir.path())
-        .identity(&b"llvmpipe 25.0.7"[..]);
+        .cache(|c| c.directory(dir.path()).identity(&b"llvmpipe 25.0.7"[..]));
     {
         let c = BlobCache::new(config.clone()).unwrap();
         c.set(b"program", &[42u8; 5000]);
@@ -150,8 +151,7 @@ fn a_directory_makes_entries_outlive_the_cache() {
     assert!(buf[..5000].iter().all(|&b| b == 42));
     let other = BlobCache::new(
         BlobCacheConfig::default()
-            .directory(dir.path())
-            .identity(&b"another driver"[..]),
+            .cache(|c| c.directory(dir.path()).identity(&b"another driver"[..])),
     )
     .unwrap();
     assert_eq!(
@@ -183,9 +183,7 @@ fn every_get_is_a_hit_a_miss_or_too_small() {
 fn a_directory_does_not_raise_the_value_limit() {
     let dir = tempfile::tempdir().unwrap();
     let c = BlobCache::new(
-        BlobCacheConfig::default()
-            .directory(dir.path())
-            .max_value_size(1000),
+        BlobCacheConfig::default().cache(|c| c.directory(dir.path()).max_value_size(1000)),
     )
     .unwrap();
     c.set(b"key", b"small");

@@ -5,13 +5,11 @@ use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::bundle::{BundleHeader, BundleReader};
-use super::{
-    classify, identity_dirs, invalid, io_at, read_meta, segment_file_bytes, CacheMeta, DirKind,
+use crate::disk::inspect::{
+    classify, has_meta_file, identity_dirs, invalid, io_at, read_meta, segment_file_bytes,
+    BundleReader, DirKind,
 };
-use crate::disk::dir;
-use crate::disk::format::META_FLAG_DRIVER_VERSIONED;
-use crate::{Cache, CacheBuilder, Result};
+use crate::{Cache, CacheBuilder, Identity, Result};
 
 /// What [`import_bundle`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,8 +21,8 @@ pub struct ImportReport {
     pub entries: u64,
     /// Key and value bytes stored.
     pub key_value_bytes: u64,
-    /// The meta the directory had before, when `force` replaced another identity.
-    pub replaced: Option<CacheMeta>,
+    /// The identity the directory had before, when `force` replaced another one.
+    pub replaced: Option<Identity>,
 }
 
 /// Stores every entry of the bundle file `bundle` into `dir`, through a [`Cache`] opened
@@ -49,15 +47,10 @@ pub fn import_bundle(dir: &Path, bundle: &Path, force: bool) -> Result<ImportRep
     }
     let header = reader.header().clone();
     let (target, replaced) = import_target(dir, &header, force)?;
-    let cache = builder_at(
-        &target,
-        &header.identity,
-        header.cache_version,
-        header.flags,
-    )?
-    .max_segment_bytes((largest + 4096).max(128 << 20))
-    .write_queue_bytes(2 * largest + (64 << 20))
-    .open()?;
+    let cache = builder_at(&target, &header)?
+        .max_segment_bytes((largest + 4096).max(128 << 20))
+        .write_queue_bytes(2 * largest + (64 << 20))
+        .open()?;
     check_writable(&cache, &target)?;
     let mut report = ImportReport {
         dir: target,
@@ -81,8 +74,9 @@ pub fn import_bundle(dir: &Path, bundle: &Path, force: bool) -> Result<ImportRep
     if report.entries > 0 {
         cache.flush()?;
     }
-    let disk = cache.stats().disk.unwrap_or_default();
-    let lost = disk.queue_dropped + disk.too_large_skipped;
+    let stats = cache.stats();
+    let disk = stats.disk.unwrap_or_default();
+    let lost = stats.write_queue_dropped + disk.too_large_skipped;
     if lost > 0 || disk.write_errors > 0 {
         return Err(invalid(format!(
             "{lost} entries were not written ({} write errors; last: {})",
@@ -96,10 +90,10 @@ pub fn import_bundle(dir: &Path, bundle: &Path, force: bool) -> Result<ImportRep
 /// Where a bundle goes, and the meta `force` replaces there.
 fn import_target(
     dir: &Path,
-    header: &BundleHeader,
+    header: &Identity,
     force: bool,
-) -> Result<(PathBuf, Option<CacheMeta>)> {
-    let has_meta = dir.join(dir::META_FILE).exists();
+) -> Result<(PathBuf, Option<Identity>)> {
+    let has_meta = has_meta_file(dir);
     let is_empty = !dir.exists()
         || fs::read_dir(dir)
             .map_err(|e| io_at(dir, e))?
@@ -110,7 +104,7 @@ fn import_target(
     } else if header.driver_versioned() {
         Cache::builder()
             .directory(dir)
-            .identity(header.identity.clone())
+            .identity(header.bytes().to_vec())
             .driver_versioned(true)
             .resolved_directory()
             .unwrap_or_default()
@@ -128,19 +122,20 @@ fn import_target(
             dir.display()
         )));
     };
-    if !target.join(dir::META_FILE).exists() {
+    if !has_meta_file(&target) {
         return Ok((target, None));
     }
     let differs = match classify(&target) {
-        Ok(DirKind::Cache(meta)) if header.matches(&meta) => return Ok((target, None)),
+        Ok(DirKind::Cache(meta)) if meta == *header => return Ok((target, None)),
         Ok(DirKind::Cache(meta)) => format!(
-            "holds identity {:?} version {} flags {}, the bundle {:?} version {} flags {}",
-            String::from_utf8_lossy(&meta.identity),
-            meta.cache_version,
-            meta.flags,
-            String::from_utf8_lossy(&header.identity),
-            header.cache_version,
-            header.flags
+            "holds identity {:?} version {} driver-versioned {}, the bundle {:?} version {} \
+             driver-versioned {}",
+            meta.display_bytes(),
+            meta.version(),
+            meta.driver_versioned(),
+            header.display_bytes(),
+            header.version(),
+            header.driver_versioned()
         ),
         Ok(DirKind::VersionedRoot(_)) => "is a driver-versioned root".into(),
         Err(e) => e.to_string(),
@@ -155,18 +150,12 @@ fn import_target(
     Ok((target, old))
 }
 
-/// A builder that opens the cache directory `dir` with exactly the given meta (so the
+/// A builder that opens the cache directory `dir` with exactly the given identity (so the
 /// library does not wipe it), no preload, a small memory tier and no disk limits (nothing is
 /// evicted). A driver-versioned cache is opened through its root, so `dir` must be named
 /// after its identity's hash, as the library names it.
-fn builder_at(dir: &Path, identity: &[u8], version: u64, flags: u32) -> Result<CacheBuilder> {
-    if flags & !META_FLAG_DRIVER_VERSIONED != 0 {
-        return Err(invalid(format!(
-            "{}: meta flags {flags:#x} unknown to this build; opening would wipe the directory",
-            dir.display()
-        )));
-    }
-    let versioned = flags & META_FLAG_DRIVER_VERSIONED != 0;
+fn builder_at(dir: &Path, identity: &Identity) -> Result<CacheBuilder> {
+    let versioned = identity.driver_versioned();
     let base = match dir.parent().filter(|p| !p.as_os_str().is_empty()) {
         Some(parent) if versioned => parent,
         None if versioned => Path::new("."),
@@ -174,8 +163,8 @@ fn builder_at(dir: &Path, identity: &[u8], version: u64, flags: u32) -> Result<C
     };
     let builder = Cache::builder()
         .directory(base)
-        .identity(identity.to_vec())
-        .version(version)
+        .identity(identity.bytes().to_vec())
+        .version(identity.version())
         .driver_versioned(versioned)
         .max_disk_bytes(u64::MAX)
         .max_memory_bytes(1 << 20)
@@ -196,8 +185,7 @@ fn builder_at(dir: &Path, identity: &[u8], version: u64, flags: u32) -> Result<C
 /// directory, the builder's directory is the root). Its disk limits are lifted and preload
 /// is off; set what you need.
 pub fn cache_builder(dir: &Path) -> Result<CacheBuilder> {
-    let meta = read_meta(dir)?;
-    builder_at(dir, &meta.identity, meta.cache_version, meta.flags)
+    builder_at(dir, &read_meta(dir)?)
 }
 
 fn check_writable(cache: &Cache, dir: &Path) -> Result<()> {

@@ -116,6 +116,34 @@ impl Queue {
         *self = Self::default();
     }
 
+    /// Checks the queue: its links agree in both directions, its length is its count of
+    /// ids, and no id is on it twice or on another queue of `seen` (the ids of queues
+    /// already checked); adds its ids to `seen` and returns them front to back.
+    #[cfg(any(test, fuzzing))]
+    pub(crate) fn validate(
+        &self,
+        links: &Links,
+        seen: &mut std::collections::HashSet<EntryId>,
+    ) -> Vec<EntryId> {
+        let mut ids = Vec::new();
+        let (mut prev, mut at) = (NIL, self.head);
+        while at != NIL {
+            assert!(
+                ids.len() < self.len,
+                "queue longer than its length {}",
+                self.len
+            );
+            let node = links.nodes[at as usize];
+            assert_eq!(node.prev, prev, "id {at}: back link broken");
+            assert!(seen.insert(at), "id {at} queued twice");
+            ids.push(at);
+            (prev, at) = (at, node.next);
+        }
+        assert_eq!(self.tail, prev, "tail is not the last id");
+        assert_eq!(ids.len(), self.len, "length disagrees with the links");
+        ids
+    }
+
     /// The ids from front to back (tests only).
     #[cfg(test)]
     pub(crate) fn to_vec(&self, links: &Links) -> Vec<EntryId> {

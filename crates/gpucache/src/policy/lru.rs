@@ -10,6 +10,15 @@ pub struct Lru {
     queue: Queue,
 }
 
+impl Lru {
+    /// Checks the queue and that it holds only ids `tracked` accepts (tests and fuzzing).
+    #[cfg(any(test, fuzzing))]
+    pub(crate) fn validate(&self, tracked: &dyn Fn(EntryId) -> bool) {
+        let ids = self.queue.validate(&self.links, &mut Default::default());
+        assert!(ids.into_iter().all(tracked), "LRU tracks a free id");
+    }
+}
+
 impl EvictionPolicy for Lru {
     fn insert(&mut self, id: EntryId, _key_hash: u64, _weight: u64) {
         self.queue.push_back(&mut self.links, id);

@@ -94,6 +94,17 @@ pub(crate) enum BuiltinPolicy {
     S3Fifo(S3Fifo),
 }
 
+impl BuiltinPolicy {
+    /// Checks the policy's structures; `tracked` says which ids its owner holds.
+    #[cfg(any(test, fuzzing))]
+    pub(crate) fn validate(&self, tracked: &dyn Fn(EntryId) -> bool) {
+        match self {
+            BuiltinPolicy::Lru(p) => p.validate(tracked),
+            BuiltinPolicy::S3Fifo(p) => p.validate(tracked),
+        }
+    }
+}
+
 macro_rules! dispatch {
     ($self:ident, $p:ident => $e:expr) => {
         match $self {

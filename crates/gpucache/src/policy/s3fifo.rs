@@ -55,6 +55,38 @@ impl S3Fifo {
         self.freq[id as usize].get_mut()
     }
 
+    /// Checks both queues, that every id is where its metadata says, that the weights are
+    /// the sums of the queues' weights, that the ghost queue is consistent and that only ids
+    /// `tracked` accepts are queued (tests and fuzzing).
+    #[cfg(any(test, fuzzing))]
+    pub(crate) fn validate(&self, tracked: &dyn Fn(EntryId) -> bool) {
+        let mut seen = std::collections::HashSet::new();
+        for (queue, place, weight) in [
+            (&self.small, Place::Small, self.small_weight),
+            (&self.main, Place::Main, self.main_weight),
+        ] {
+            let ids = queue.validate(&self.links, &mut seen);
+            let mut sum = 0;
+            for id in ids {
+                assert!(tracked(id), "S3-FIFO tracks a free id {id}");
+                let m = self.meta[id as usize];
+                assert_eq!(m.place, place, "id {id} is on the other queue");
+                assert!(self.freq[id as usize].load(Ordering::Relaxed) <= MAX_FREQ);
+                sum += m.weight;
+            }
+            assert_eq!(sum, weight, "{place:?} weight disagrees with its entries");
+        }
+        // Every remembered hash is in the ghost's order under its latest sequence number.
+        let ordered: std::collections::HashSet<(u64, u64)> =
+            self.ghost.order.iter().copied().collect();
+        for (&hash, &seq) in &self.ghost.live {
+            assert!(
+                ordered.contains(&(hash, seq)),
+                "ghost {hash:x} lost its place"
+            );
+        }
+    }
+
     fn untrack(&mut self, id: EntryId) {
         let m = self.meta[id as usize];
         match m.place {

@@ -1,7 +1,5 @@
 //! The description a session is opened with (`D3D12_SHADER_CACHE_SESSION_DESC`).
 
-use super::bits::d3d12_flags;
-
 /// Where a session's entries live.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum CacheMode {
@@ -12,17 +10,18 @@ pub enum CacheMode {
     Disk,
 }
 
-d3d12_flags! {
-    /// Modifiers of a session (`D3D12_SHADER_CACHE_FLAGS`).
-    pub struct SessionFlags {
+bitflags::bitflags! {
+    /// Modifiers of a session (`D3D12_SHADER_CACHE_FLAGS`, same bits).
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+    pub struct SessionFlags: u32 {
         /// No flags.
-        NONE = 0,
+        const NONE = 0;
         /// The cache is versioned by the driver in use as well as by `version`; caches of
         /// different drivers live side by side.
-        DRIVER_VERSIONED = 0x1,
+        const DRIVER_VERSIONED = 0x1;
         /// A disk cache lives in the current working directory instead of the user's cache
         /// directory, and application-wide clears leave it alone.
-        USE_WORKING_DIR = 0x2,
+        const USE_WORKING_DIR = 0x2;
     }
 }
 

@@ -15,7 +15,9 @@
 //! - A memory cache is dropped when its last session closes; `set_delete_on_destroy` does the
 //!   same for a disk cache.
 //! - While `APPLICATION_MANAGED` caches are disabled, opening, finding and storing fail with
-//!   `NotCurrentlyAvailable`.
+//!   `NotCurrentlyAvailable`. The process-wide registry obeys [`crate::cache_control`] (it
+//!   registers itself for the `APPLICATION_MANAGED` kind when first used); a registry of
+//!   one's own obeys its [`SessionRegistry::control`].
 //!
 //! - A disk cache lives in its own directory under the registry's root
 //!   (`ROOT/d3d12/<identifier in hex>`), or with `USE_WORKING_DIR` in
@@ -27,9 +29,9 @@
 //! exact; `desc()` returns the session's own description with zero limits replaced by their
 //! defaults; opening an identifier that is open in the other mode is `InvalidArgument`; when
 //! the last session of a disk cache closes, pending writes are flushed and the cache closed.
+//!
+//! This module is a front end: it uses the engine's public API only.
 
-mod bits;
-mod control;
 mod desc;
 
 use std::collections::HashMap;
@@ -40,11 +42,10 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use crate::cache::CacheLookup;
-use crate::hash::KeyHasher;
-use crate::store::{copy_if_fits, WhenFull};
-use crate::{Cache, CacheBuilder, CacheStats, Error, PolicyKind, Result};
-pub use control::{cache_control, CacheControl, CacheKinds};
+use crate::control::{self, CacheControl, CacheKinds, ControlTarget};
+use crate::{
+    Cache, CacheBuilder, CacheStats, Error, InsertMode, KeyHasher, Lookup, PolicyKind, Result,
+};
 pub use desc::{CacheMode, SessionDesc, SessionFlags};
 
 /// Opens a session in the process-wide registry. See [`SessionRegistry::open`].
@@ -61,7 +62,10 @@ pub struct SessionRegistry {
 #[derive(Debug)]
 struct RegistryInner {
     caches: Mutex<HashMap<[u8; 16], Arc<SharedCache>>>,
+    /// Disabled by [`SessionRegistry::control`]; the process-wide registry also obeys the
+    /// engine's cache control.
     disabled: AtomicBool,
+    global: bool,
     hasher: Option<Arc<dyn KeyHasher>>,
     /// Where disk caches live (those without `USE_WORKING_DIR`).
     root: PathBuf,
@@ -108,6 +112,7 @@ impl SessionRegistry {
             inner: Arc::new(RegistryInner {
                 caches: Mutex::new(HashMap::new()),
                 disabled: AtomicBool::new(false),
+                global: false,
                 hasher,
                 root,
                 driver_identity: format!("gpucache {}", env!("CARGO_PKG_VERSION")).into_bytes(),
@@ -124,18 +129,26 @@ impl SessionRegistry {
         self
     }
 
-    /// The process-wide registry.
+    /// The process-wide registry. The first call registers it with the engine's cache
+    /// control, for the `APPLICATION_MANAGED` kind.
     pub fn global() -> &'static SessionRegistry {
-        static GLOBAL: OnceLock<SessionRegistry> = OnceLock::new();
-        GLOBAL.get_or_init(SessionRegistry::new)
+        static GLOBAL: OnceLock<(SessionRegistry, Arc<dyn ControlTarget>)> = OnceLock::new();
+        let (registry, _) = GLOBAL.get_or_init(|| {
+            let mut registry = SessionRegistry::new();
+            Arc::get_mut(&mut registry.inner)
+                .expect("not shared yet")
+                .global = true;
+            let target: Arc<dyn ControlTarget> = Arc::new(ClearTarget(Arc::clone(&registry.inner)));
+            control::register(CacheKinds::APPLICATION_MANAGED, &target);
+            (registry, target)
+        });
+        registry
     }
 
     /// Opens a session on the cache named by `desc.identifier`, creating the cache if needed.
     pub fn open(&self, desc: SessionDesc) -> Result<Session> {
         let desc = desc.resolved();
-        if self.inner.disabled.load(Ordering::Acquire) {
-            return Err(Error::NotCurrentlyAvailable);
-        }
+        self.inner.check_enabled()?;
         let mut caches = self.inner.caches.lock();
         if let Some(cache) = caches.get(&desc.identifier) {
             let mut open = cache.open_sessions.lock();
@@ -178,26 +191,18 @@ impl SessionRegistry {
     }
 
     /// Applies cache control to this registry's caches. Only `APPLICATION_MANAGED` concerns a
-    /// registry; other kinds are accepted and ignored here (see [`cache_control`]).
+    /// registry; other kinds are accepted and ignored here. For the process-wide registry
+    /// this is [`crate::cache_control`] of `APPLICATION_MANAGED`.
     pub fn control(&self, kinds: CacheKinds, control: CacheControl) -> Result<()> {
-        control::validate(kinds, control)?;
+        control.check(kinds)?;
         if !kinds.contains(CacheKinds::APPLICATION_MANAGED) {
             return Ok(());
         }
+        if self.inner.global {
+            return control::cache_control(CacheKinds::APPLICATION_MANAGED, control);
+        }
         if control.contains(CacheControl::CLEAR) {
-            let caches = self.inner.caches.lock();
-            for cache in caches.values() {
-                cache.cache.clear()?;
-            }
-            // Disk caches not open now, except those in working directories.
-            let open: Vec<PathBuf> = caches.keys().map(|id| self.disk_dir(id)).collect();
-            if let Ok(entries) = std::fs::read_dir(self.inner.root.join("d3d12")) {
-                for entry in entries.flatten() {
-                    if !open.contains(&entry.path()) {
-                        std::fs::remove_dir_all(entry.path())?;
-                    }
-                }
-            }
+            self.inner.clear()?;
         }
         if control.contains(CacheControl::DISABLE) {
             self.inner.disabled.store(true, Ordering::Release);
@@ -214,7 +219,7 @@ impl SessionRegistry {
     }
 
     fn disk_dir(&self, identifier: &[u8; 16]) -> PathBuf {
-        self.inner.root.join("d3d12").join(hex(identifier))
+        self.inner.disk_dir(identifier)
     }
 
     fn cache_for(&self, desc: &SessionDesc) -> Result<Cache> {
@@ -243,6 +248,49 @@ impl SessionRegistry {
             }
         }
         builder.open()
+    }
+}
+
+impl RegistryInner {
+    fn disk_dir(&self, identifier: &[u8; 16]) -> PathBuf {
+        self.root.join("d3d12").join(hex(identifier))
+    }
+
+    fn check_enabled(&self) -> Result<()> {
+        let disabled = self.disabled.load(Ordering::Acquire)
+            || (self.global && control::is_disabled(CacheKinds::APPLICATION_MANAGED));
+        if disabled {
+            Err(Error::NotCurrentlyAvailable)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Clears the open caches, and removes the disk caches not open now (except those in
+    /// working directories).
+    fn clear(&self) -> Result<()> {
+        let caches = self.caches.lock();
+        for cache in caches.values() {
+            cache.cache.clear()?;
+        }
+        let open: Vec<PathBuf> = caches.keys().map(|id| self.disk_dir(id)).collect();
+        if let Ok(entries) = std::fs::read_dir(self.root.join("d3d12")) {
+            for entry in entries.flatten() {
+                if !open.contains(&entry.path()) {
+                    std::fs::remove_dir_all(entry.path())?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What the engine's cache control clears for the process-wide registry.
+struct ClearTarget(Arc<RegistryInner>);
+
+impl ControlTarget for ClearTarget {
+    fn clear(&self) -> Result<()> {
+        self.0.clear()
     }
 }
 
@@ -276,11 +324,11 @@ pub struct Session {
 impl Session {
     /// The value stored for `key`, without copying.
     pub fn find(&self, key: &[u8]) -> Result<Bytes> {
-        self.check_enabled()?;
+        self.registry.check_enabled()?;
         match self.cache.cache.lookup(key) {
-            CacheLookup::Hit(value) => Ok(value),
-            CacheLookup::Miss => Err(Error::NotFound),
-            CacheLookup::Collision => Err(Error::HashCollision),
+            Lookup::Hit(value) => Ok(value),
+            Lookup::Miss => Err(Error::NotFound),
+            Lookup::Collision => Err(Error::HashCollision),
         }
     }
 
@@ -293,34 +341,26 @@ impl Session {
     /// smaller than the value gets [`Error::BufferTooSmall`] and is not written.
     pub fn find_into(&self, key: &[u8], buf: &mut [u8]) -> Result<usize> {
         let value = self.find(key)?;
-        if !copy_if_fits(&value, buf) {
+        let Some(dst) = buf.get_mut(..value.len()) else {
             return Err(Error::BufferTooSmall {
                 needed: value.len() as u64,
                 given: buf.len() as u64,
             });
-        }
+        };
+        dst.copy_from_slice(&value);
         Ok(value.len())
     }
 
     /// Stores a new entry. Never replaces; see the module documentation for the errors.
     pub fn store(&self, key: &[u8], value: impl Into<Bytes>) -> Result<()> {
-        self.check_enabled()?;
+        self.registry.check_enabled()?;
         let value = value.into();
-        let cache = &self.cache.cache;
-        let when_full = match self.cache.mode {
-            CacheMode::Memory => WhenFull::Refuse,
-            CacheMode::Disk => {
-                if cache.disk_would_overflow(key.len(), value.len()) {
-                    return Err(Error::CacheFull {
-                        needed: (key.len() + value.len()) as u64,
-                        available: 0,
-                    });
-                }
-                WhenFull::Evict
-            }
-        };
         let size = value.len() as u64;
-        match cache.insert_new(key, value, when_full) {
+        match self
+            .cache
+            .cache
+            .insert_with(key, value, InsertMode::NEW_ONLY)
+        {
             // In a memory cache a value too large for the whole budget is simply "full".
             Err(Error::ValueTooLarge { .. }) if self.cache.mode == CacheMode::Memory => {
                 Err(Error::CacheFull {
@@ -355,14 +395,6 @@ impl Session {
     /// The directory of a disk cache.
     pub fn directory(&self) -> Option<&Path> {
         self.cache.cache.directory()
-    }
-
-    fn check_enabled(&self) -> Result<()> {
-        if self.registry.disabled.load(Ordering::Acquire) {
-            Err(Error::NotCurrentlyAvailable)
-        } else {
-            Ok(())
-        }
     }
 }
 

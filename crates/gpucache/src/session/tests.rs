@@ -389,7 +389,7 @@ fn control_requests_are_validated() {
     assert_eq!(CacheKinds::from_bits(0x10), None);
     assert_eq!(CacheControl::from_bits(0x8), None);
     assert_eq!(SessionFlags::from_bits(0x4), None);
-    assert_eq!(CacheKinds::from_bits(0xF).map(CacheKinds::bits), Some(0xF));
+    assert_eq!(CacheKinds::from_bits(0xF).map(|k| k.bits()), Some(0xF));
     assert!(SessionFlags::from_bits(3)
         .unwrap()
         .contains(SessionFlags::DRIVER_VERSIONED | SessionFlags::USE_WORKING_DIR));

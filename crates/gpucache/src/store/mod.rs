@@ -5,7 +5,6 @@
 //! divided evenly between shards, so the sum of the shards' charges never exceeds the
 //! configured totals.
 
-mod counter;
 mod key;
 mod shard;
 mod stats;
@@ -16,12 +15,11 @@ use bytes::Bytes;
 use parking_lot::RwLock;
 
 use crate::hash::{KeyHasher, Xxh3KeyHasher};
+use crate::metrics::HitMissCounters;
 use crate::policy::{EvictionPolicy, PolicyKind};
-use crate::{Error, Result};
-use counter::LookupCounters;
+use crate::{Error, InsertMode, Lookup, Result};
 pub use shard::ENTRY_OVERHEAD;
 use shard::{Found, Shard};
-pub(crate) use shard::{Lookup, OnExisting, WhenFull};
 pub use stats::StoreStats;
 
 /// How hard the process is pressed for memory (Chromium's memory-pressure levels).
@@ -138,7 +136,7 @@ impl StoreBuilder {
                 None => StoreHasher::Xxh3(Xxh3KeyHasher::new()),
             },
             shared_touch,
-            lookups: LookupCounters::default(),
+            lookups: HitMissCounters::default(),
             max_value_size,
             policy: self.policy,
         })
@@ -171,7 +169,7 @@ pub struct Store {
     /// take the write lock.
     shared_touch: bool,
     /// Lookup counters live outside the shards so that lookups write no shard state.
-    lookups: LookupCounters,
+    lookups: HitMissCounters,
     max_value_size: u64,
     policy: PolicyKind,
 }
@@ -201,10 +199,7 @@ impl Store {
 
     /// The value stored for `key`, without copying it.
     pub fn get(&self, key: &[u8]) -> Option<Bytes> {
-        match self.lookup(key) {
-            Lookup::Hit(value) => Some(value),
-            Lookup::Miss | Lookup::Collision => None,
-        }
+        self.lookup(key).hit()
     }
 
     /// Copies the value for `key` into `buf` if it fits, C style.
@@ -228,7 +223,7 @@ impl Store {
     /// Fails with [`Error::ValueTooLarge`] (keeping any previous value) when the entry cannot
     /// fit even in an empty shard. A stored key whose hash equals this one's is displaced.
     pub fn insert(&self, key: &[u8], value: impl Into<Bytes>) -> Result<()> {
-        self.insert_with(key, value.into(), OnExisting::Replace, WhenFull::Evict)
+        self.insert_with(key, value.into(), InsertMode::REPLACE)
     }
 
     /// Removes `key`; returns whether it was present.
@@ -299,7 +294,8 @@ impl Store {
         out
     }
 
-    pub(crate) fn lookup(&self, key: &[u8]) -> Lookup {
+    /// What is stored for `key`: its value, nothing, or another key with the same hash.
+    pub fn lookup(&self, key: &[u8]) -> Lookup {
         let hash = self.hasher.hash_key(key);
         let lock = self.shard(hash);
         let found = if self.shared_touch {
@@ -333,17 +329,19 @@ impl Store {
         }
     }
 
-    pub(crate) fn insert_with(
-        &self,
-        key: &[u8],
-        value: Bytes,
-        on_existing: OnExisting,
-        when_full: WhenFull,
-    ) -> Result<()> {
+    /// Stores `value` for `key` as `mode` says (see [`InsertMode`]): `insert` is
+    /// `insert_with(key, value, InsertMode::REPLACE)`.
+    pub fn insert_with(&self, key: &[u8], value: Bytes, mode: InsertMode) -> Result<()> {
         let hash = self.hasher.hash_key(key);
-        self.shard(hash)
-            .write()
-            .insert(hash, key, value, on_existing, when_full)
+        self.shard(hash).write().insert(hash, key, value, mode)
+    }
+
+    /// Checks every shard's invariants (tests and fuzzing only).
+    #[cfg(any(test, fuzzing))]
+    pub(crate) fn validate(&self) {
+        for shard in self.shards.iter() {
+            shard.read().validate();
+        }
     }
 
     #[inline]
@@ -359,7 +357,7 @@ impl Store {
 }
 
 /// Copies `value` to the front of `buf` if it fits, and writes nothing otherwise: the C-style
-/// contract shared by `get_into`, the EGL `get` and the sessions' `find_into`.
+/// contract of `get_into`.
 pub(crate) fn copy_if_fits(value: &[u8], buf: &mut [u8]) -> bool {
     match buf.get_mut(..value.len()) {
         Some(dst) => {

@@ -1,8 +1,9 @@
 //! One shard of the memory tier: an index from key hash to slot, the slots, and a policy.
 //!
-//! Invariants, checked by the model tests: `bytes` is the sum of the charges of the occupied
-//! slots and never exceeds `max_bytes`; the number of occupied slots never exceeds
-//! `max_entries`; every occupied slot is in `index` under its hash and tracked by `policy`.
+//! Invariants, checked by [`Shard::validate`] in the model tests and the fuzz targets: `bytes`
+//! is the sum of the charges of the occupied slots and never exceeds `max_bytes`; the number
+//! of occupied slots never exceeds `max_entries`; every occupied slot is in `index` under its
+//! hash and tracked by `policy`; every free slot is on the free list once.
 
 use bytes::Bytes;
 use hashbrown::HashTable;
@@ -10,7 +11,7 @@ use hashbrown::HashTable;
 use super::key::StoredKey;
 use super::stats::StoreStats;
 use crate::policy::{BuiltinPolicy, EntryId, EvictionPolicy};
-use crate::{Error, Result};
+use crate::{Error, InsertMode, Result};
 
 /// Bytes charged per entry on top of its key and value: the slot (88 B, keys of up to 32 B
 /// inline), the index bucket and control byte at the table's maximum load (6 B), the policy's
@@ -19,36 +20,11 @@ use crate::{Error, Result};
 /// covers the static sizes.
 pub const ENTRY_OVERHEAD: u64 = 192;
 
-/// What a lookup found.
-pub(crate) enum Lookup {
-    Hit(Bytes),
-    Miss,
-    /// Another key with the same hash is stored.
-    Collision,
-}
-
 /// What [`Shard::find`] found: a hit names its slot, so the caller can record it.
 pub(crate) enum Found {
     Hit(EntryId, Bytes),
     Miss,
     Collision,
-}
-
-/// What `insert` does when the key or its hash is present.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum OnExisting {
-    /// The newest value wins (EGL); a colliding key is displaced.
-    Replace,
-    /// Refuse with `AlreadyExists` or `HashCollision` (D3D12).
-    Refuse,
-}
-
-/// What `insert` does when the entry does not fit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum WhenFull {
-    Evict,
-    /// Refuse with `CacheFull` (a D3D12 memory session).
-    Refuse,
 }
 
 #[derive(Debug)]
@@ -133,8 +109,7 @@ impl Shard {
         key_hash: u64,
         key: &[u8],
         value: Bytes,
-        on_existing: OnExisting,
-        when_full: WhenFull,
+        mode: InsertMode,
     ) -> Result<()> {
         let charge = charge_of(key.len(), value.len());
         let value_len = value.len() as u64;
@@ -152,42 +127,40 @@ impl Shard {
             let same_key = self.slots[id as usize]
                 .as_ref()
                 .is_some_and(|slot| slot.key.matches(key));
-            match (on_existing, same_key) {
-                (OnExisting::Refuse, true) => {
+            match (mode.refuses_existing(), same_key) {
+                (true, true) => {
                     return Err(Error::AlreadyExists("an entry with this key is stored"))
                 }
-                (OnExisting::Refuse, false) => return Err(Error::HashCollision),
-                (OnExisting::Replace, true) if self.fits_in_place(id, charge) => {
+                (true, false) => return Err(Error::HashCollision),
+                (false, true) if self.fits_in_place(id, charge) => {
                     self.replace_in_place(id, value, charge);
                     return Ok(());
                 }
-                (OnExisting::Replace, _) => {
+                (false, _) => {
                     self.policy.remove(id);
                     self.free_slot(id);
                 }
             }
         }
-        match when_full {
-            WhenFull::Evict => {
-                while self.bytes + charge > self.max_bytes || self.entries >= self.max_entries {
-                    let Some(victim) = self.policy.evict() else {
-                        break;
-                    };
-                    self.free_slot(victim);
-                    self.stats.evictions += 1;
-                }
+        let over = |s: &Self| s.bytes + charge > s.max_bytes || s.entries >= s.max_entries;
+        if mode.refuses_when_full() {
+            if over(self) {
+                return Err(Error::CacheFull {
+                    needed: charge,
+                    available: if self.entries >= self.max_entries {
+                        0
+                    } else {
+                        self.max_bytes - self.bytes
+                    },
+                });
             }
-            WhenFull::Refuse => {
-                if self.bytes + charge > self.max_bytes || self.entries >= self.max_entries {
-                    return Err(Error::CacheFull {
-                        needed: charge,
-                        available: if self.entries >= self.max_entries {
-                            0
-                        } else {
-                            self.max_bytes - self.bytes
-                        },
-                    });
-                }
+        } else {
+            while over(self) {
+                let Some(victim) = self.policy.evict() else {
+                    break;
+                };
+                self.free_slot(victim);
+                self.stats.evictions += 1;
             }
         }
         let id = match self.free.pop() {
@@ -296,6 +269,53 @@ impl Shard {
 }
 
 impl Shard {
+    /// Checks the invariants in the module documentation and the policy's own; panics with
+    /// a description when one fails (tests and fuzzing only).
+    #[cfg(any(test, fuzzing))]
+    pub(crate) fn validate(&self) {
+        let mut bytes = 0;
+        let mut entries = 0u64;
+        for (id, slot) in self.slots.iter().enumerate() {
+            let Some(slot) = slot else { continue };
+            let id = id as EntryId;
+            bytes += slot.charge;
+            entries += 1;
+            assert_eq!(
+                slot.charge,
+                charge_of(slot.key.as_slice().len(), slot.value.len())
+            );
+            assert_eq!(self.id_of(slot.key_hash), Some(id), "slot {id} not indexed");
+            assert!(
+                !self.free.contains(&id),
+                "occupied slot {id} on the free list"
+            );
+        }
+        assert_eq!(
+            (bytes, entries),
+            (self.bytes, self.entries),
+            "charges disagree"
+        );
+        assert!(self.bytes <= self.max_bytes, "over the byte budget");
+        assert!(self.entries <= self.max_entries, "over the entry budget");
+        assert_eq!(self.index.len() as u64, entries, "index holds stale ids");
+        let mut free = self.free.clone();
+        free.sort_unstable();
+        free.dedup();
+        assert_eq!(
+            free.len(),
+            self.free.len(),
+            "a slot is on the free list twice"
+        );
+        assert_eq!(
+            free.len() + entries as usize,
+            self.slots.len(),
+            "slots leaked"
+        );
+        assert_eq!(self.policy.len() as u64, entries, "policy tracks other ids");
+        self.policy
+            .validate(&|id| self.slots.get(id as usize).is_some_and(Option::is_some));
+    }
+
     /// The slot holding a key with this hash, if any.
     #[inline]
     fn id_of(&self, key_hash: u64) -> Option<EntryId> {

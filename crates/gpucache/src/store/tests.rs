@@ -263,6 +263,7 @@ fn sharded_store_holds_its_budget_under_concurrent_writers() {
 #[derive(Clone, Debug)]
 enum Op {
     Insert(u8, usize),
+    InsertNew(u8, usize),
     Get(u8),
     Remove(u8),
     Trim,
@@ -271,6 +272,7 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         5 => (0u8..24, 0usize..400).prop_map(|(k, n)| Op::Insert(k, n)),
+        2 => (0u8..24, 0usize..400).prop_map(|(k, n)| Op::InsertNew(k, n)),
         5 => (0u8..24).prop_map(Op::Get),
         1 => (0u8..24).prop_map(Op::Remove),
         1 => Just(Op::Trim),
@@ -279,7 +281,9 @@ fn op() -> impl Strategy<Value = Op> {
 
 proptest! {
     /// Against a reference model of the latest value per key: a hit returns exactly the latest
-    /// value stored, a removed key misses, the budgets always hold and the counters add up.
+    /// value stored, a removed key misses, an insert that refuses existing keys refuses
+    /// exactly those, the budgets always hold, the counters add up, and the shard's and the
+    /// policy's structures stay consistent (`validate`) after every operation.
     #[test]
     fn behaves_like_the_reference_model(
         ops in proptest::collection::vec(op(), 1..300),
@@ -320,6 +324,25 @@ proptest! {
                         Err(e) => prop_assert!(false, "unexpected {e}"),
                     }
                 }
+                Op::InsertNew(k, n) => {
+                    let key = vec![k / 2, k];
+                    version = version.wrapping_add(1);
+                    let value = vec![version; n];
+                    let fits = charge_of(key.len(), n) <= max_bytes && n <= 500;
+                    let present = s.contains(&key);
+                    match s.insert_with(&key, Bytes::from(value.clone()), InsertMode::NEW_ONLY) {
+                        Ok(()) => {
+                            prop_assert!(fits && !present);
+                            stores += 1;
+                            latest.insert(key, value);
+                        }
+                        Err(Error::AlreadyExists(_)) => prop_assert!(present),
+                        Err(Error::HashCollision) => prop_assert!(weak_hash && !present),
+                        Err(Error::CacheFull { .. }) => prop_assert!(!present),
+                        Err(Error::ValueTooLarge { .. }) => prop_assert!(!fits),
+                        Err(e) => prop_assert!(false, "unexpected {e}"),
+                    }
+                }
                 Op::Get(k) => {
                     gets += 1;
                     let key = vec![k / 2, k];
@@ -335,6 +358,7 @@ proptest! {
                 }
                 Op::Trim => s.trim(MemoryPressure::Moderate),
             }
+            s.validate();
             let st = s.stats();
             prop_assert!(st.bytes <= max_bytes);
             prop_assert!(st.entries <= max_entries);

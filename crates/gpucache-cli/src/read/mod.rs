@@ -6,7 +6,8 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use gpucache::inspect::{self, CacheMeta, DirKind, DirStats, Lookup, Snapshot};
+use gpucache::inspect::{self, DirKind, DirStats, RecordLookup, Snapshot};
+use gpucache::Identity;
 use serde_json::{json, Value};
 
 use crate::output::{self, escape, hex, size, text_or_null};
@@ -69,13 +70,13 @@ pub fn stats(out: &mut dyn Write, dir: &Path, as_json: bool) -> Result<Outcome> 
     Ok(Outcome::Success)
 }
 
-fn stats_json(dir: &Path, meta: &CacheMeta, s: &DirStats, blob: &BlobSection) -> Value {
+fn stats_json(dir: &Path, meta: &Identity, s: &DirStats, blob: &BlobSection) -> Value {
     let mut value = json!({
         "dir": dir.display().to_string(),
-        "format_version": meta.format_version,
-        "cache_version": meta.cache_version,
-        "identity_text": text_or_null(&meta.identity),
-        "identity_hex": hex(&meta.identity),
+        "format_version": inspect::FORMAT_VERSION,
+        "cache_version": meta.version(),
+        "identity_text": text_or_null(meta.bytes()),
+        "identity_hex": hex(meta.bytes()),
         "driver_versioned": meta.driver_versioned(),
         "segments": s.segments,
         "bad_segments": s.bad_segments,
@@ -93,7 +94,7 @@ fn stats_json(dir: &Path, meta: &CacheMeta, s: &DirStats, blob: &BlobSection) ->
 fn print_stats(
     out: &mut dyn Write,
     dir: &Path,
-    meta: &CacheMeta,
+    meta: &Identity,
     s: &DirStats,
     blob: &BlobSection,
 ) -> Result<()> {
@@ -103,9 +104,9 @@ fn print_stats(
     let yes_no = |b: bool| if b { "yes" } else { "no" };
     let rows = [
         ("directory", dir.display().to_string()),
-        ("format version", meta.format_version.to_string()),
-        ("cache version", meta.cache_version.to_string()),
-        ("identity", output::identity(&meta.identity)),
+        ("format version", inspect::FORMAT_VERSION.to_string()),
+        ("cache version", meta.version().to_string()),
+        ("identity", output::identity(meta.bytes())),
         (
             "driver-versioned",
             yes_no(meta.driver_versioned()).to_owned(),
@@ -171,7 +172,7 @@ pub fn get(
     out_file: Option<&Path>,
 ) -> Result<Outcome> {
     match inspect::get(dir, key)? {
-        Lookup::Found(value) => {
+        RecordLookup::Found(value) => {
             match out_file {
                 Some(path) => std::fs::write(path, &value)
                     .with_context(|| format!("cannot write {}", path.display()))?,
@@ -179,11 +180,11 @@ pub fn get(
             }
             Ok(Outcome::Success)
         }
-        Lookup::Absent => {
+        RecordLookup::Absent => {
             eprintln!("gpucache: key {} not found in {}", hex(key), dir.display());
             Ok(Outcome::Negative)
         }
-        Lookup::Corrupt(why) => {
+        RecordLookup::Corrupt(why) => {
             eprintln!(
                 "gpucache: the record of key {} is corrupt ({why}); nothing written",
                 hex(key)

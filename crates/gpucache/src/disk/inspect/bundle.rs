@@ -3,9 +3,11 @@
 use std::io::{ErrorKind, Read, Write};
 use std::path::Path;
 
+use super::super::format::{MAX_KEY_LEN, META_FLAG_DRIVER_VERSIONED};
 use super::{invalid, Snapshot};
-use crate::disk::format::{MAX_IDENTITY_LEN, MAX_KEY_LEN, META_FLAG_DRIVER_VERSIONED};
-use crate::{Error, Result};
+use crate::codec::{LeReader, LeWriter};
+use crate::identity::MAX_IDENTITY_LEN;
+use crate::{Error, Identity, Result};
 
 /// First bytes of a bundle file.
 pub const BUNDLE_MAGIC: [u8; 8] = *b"GPUCBNDL";
@@ -15,29 +17,6 @@ const TAG_RECORD: u32 = 1;
 const TAG_END: u32 = 2;
 const BUNDLE_HEADER_LEN: u64 = 32;
 const ITEM_HEADER_LEN: u64 = 16;
-
-/// Whom a bundle's entries belong to: the meta of the directory it was exported from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BundleHeader {
-    /// Meta flags of the source directory (bit 0: driver-versioned).
-    pub flags: u32,
-    /// Cache version of the source directory.
-    pub cache_version: u64,
-    /// Identity of the source directory.
-    pub identity: Vec<u8>,
-}
-
-impl BundleHeader {
-    /// Whether the entries come from a driver-versioned cache.
-    pub fn driver_versioned(&self) -> bool {
-        self.flags & META_FLAG_DRIVER_VERSIONED != 0
-    }
-
-    pub(super) fn matches(&self, meta: &super::CacheMeta) -> bool {
-        (self.flags, self.cache_version, &self.identity)
-            == (meta.flags, meta.cache_version, &meta.identity)
-    }
-}
 
 /// One key/value pair of a bundle.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,8 +30,8 @@ pub struct BundleEntry {
 /// A whole bundle, as [`parse_bundle`] returns it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Bundle {
-    /// Identity and version of the entries.
-    pub header: BundleHeader,
+    /// Identity and version of the entries: the meta of the directory they came from.
+    pub header: Identity,
     /// The entries, in file order (a later entry for the same key wins on import).
     pub entries: Vec<BundleEntry>,
 }
@@ -67,19 +46,26 @@ pub struct BundleWriter<W: Write> {
 
 impl<W: Write> BundleWriter<W> {
     /// Writes the header.
-    pub fn new(mut out: W, header: &BundleHeader) -> Result<Self> {
-        if header.identity.len() > MAX_IDENTITY_LEN {
+    pub fn new(mut out: W, header: &Identity) -> Result<Self> {
+        let identity = header.bytes();
+        if identity.len() > MAX_IDENTITY_LEN {
             return Err(invalid("bundle identity longer than 64 KiB"));
         }
-        let mut b = Vec::with_capacity(BUNDLE_HEADER_LEN as usize + header.identity.len() + 4);
-        b.extend_from_slice(&BUNDLE_MAGIC);
-        b.extend_from_slice(&BUNDLE_VERSION.to_le_bytes());
-        b.extend_from_slice(&header.flags.to_le_bytes());
-        b.extend_from_slice(&header.cache_version.to_le_bytes());
-        b.extend_from_slice(&(header.identity.len() as u32).to_le_bytes());
-        b.extend_from_slice(&0u32.to_le_bytes());
-        b.extend_from_slice(&header.identity);
-        b.extend_from_slice(&crc32c::crc32c(&b).to_le_bytes());
+        let flags = if header.driver_versioned() {
+            META_FLAG_DRIVER_VERSIONED
+        } else {
+            0
+        };
+        let mut b = Vec::with_capacity(BUNDLE_HEADER_LEN as usize + identity.len() + 4);
+        LeWriter::new(&mut b)
+            .bytes(&BUNDLE_MAGIC)
+            .u32(BUNDLE_VERSION)
+            .u32(flags)
+            .u64(header.version())
+            .u32(identity.len() as u32)
+            .u32(0)
+            .bytes(identity)
+            .crc32c_from(0);
         out.write_all(&b)?;
         Ok(BundleWriter { out, count: 0 })
     }
@@ -90,12 +76,13 @@ impl<W: Write> BundleWriter<W> {
         if key.len() > MAX_KEY_LEN {
             return Err(invalid("key longer than 65,535 bytes"));
         }
-        let mut head = [0u8; ITEM_HEADER_LEN as usize];
-        head[..4].copy_from_slice(&TAG_RECORD.to_le_bytes());
-        head[4..8].copy_from_slice(&(key.len() as u32).to_le_bytes());
-        head[8..12].copy_from_slice(&value_len.to_le_bytes());
-        let crc = record_crc(&head[..12], key, value);
-        head[12..].copy_from_slice(&crc.to_le_bytes());
+        let mut head = Vec::with_capacity(ITEM_HEADER_LEN as usize);
+        LeWriter::new(&mut head)
+            .u32(TAG_RECORD)
+            .u32(key.len() as u32)
+            .u32(value_len);
+        let crc = record_crc(&head, key, value);
+        LeWriter::new(&mut head).u32(crc);
         self.out.write_all(&head)?;
         self.out.write_all(key)?;
         self.out.write_all(value)?;
@@ -105,11 +92,12 @@ impl<W: Write> BundleWriter<W> {
 
     /// Writes the end marker (with the entry count) and returns the writer.
     pub fn finish(mut self) -> Result<W> {
-        let mut end = [0u8; 20];
-        end[..4].copy_from_slice(&TAG_END.to_le_bytes());
-        end[8..16].copy_from_slice(&self.count.to_le_bytes());
-        let crc = crc32c::crc32c(&end[..16]);
-        end[16..].copy_from_slice(&crc.to_le_bytes());
+        let mut end = Vec::with_capacity(20);
+        LeWriter::new(&mut end)
+            .u32(TAG_END)
+            .u32(0)
+            .u64(self.count)
+            .crc32c_from(0);
         self.out.write_all(&end)?;
         self.out.flush()?;
         Ok(self.out)
@@ -121,12 +109,10 @@ fn record_crc(head: &[u8], key: &[u8], value: &[u8]) -> u32 {
     crc32c::crc32c_append(crc32c::crc32c_append(crc, key), value)
 }
 
-fn le32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
-}
-
-fn le64(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+/// The little-endian words of bytes that `take` returned in full.
+fn words<const N: usize>(b: &[u8]) -> [u32; N] {
+    let mut r = LeReader::new(b);
+    std::array::from_fn(|_| r.u32().unwrap_or(0))
 }
 
 /// Reads a bundle entry by entry, checking as it goes: a damaged, truncated or extended
@@ -137,7 +123,7 @@ pub struct BundleReader<R: Read> {
     input: R,
     remaining: u64,
     pos: u64,
-    header: BundleHeader,
+    header: Identity,
     count: u64,
     done: bool,
 }
@@ -149,48 +135,41 @@ impl<R: Read> BundleReader<R> {
             input,
             remaining: len,
             pos: 0,
-            header: BundleHeader {
-                flags: 0,
-                cache_version: 0,
-                identity: Vec::new(),
-            },
+            header: Identity::default(),
             count: 0,
             done: false,
         };
         let fixed = r.take(BUNDLE_HEADER_LEN)?;
+        let [version, flags, version_lo, version_hi, identity_len, reserved] = words(&fixed[8..]);
         if fixed[..8] != BUNDLE_MAGIC {
             return Err(invalid("not a gpucache bundle (bad magic)"));
         }
-        let version = le32(&fixed, 8);
         if version != BUNDLE_VERSION {
             return Err(invalid(format!(
                 "bundle format version {version}; this build reads version {BUNDLE_VERSION}"
             )));
         }
-        let identity_len = u64::from(le32(&fixed, 24));
+        let identity_len = u64::from(identity_len);
         if identity_len > MAX_IDENTITY_LEN as u64 {
             return Err(invalid("bundle: identity longer than 64 KiB"));
         }
         let identity = r.take(identity_len)?;
-        let crc = le32(&r.take(4)?, 0);
+        let [crc] = words(&r.take(4)?);
         let crc_want = crc32c::crc32c_append(crc32c::crc32c(&fixed), &identity);
         if crc != crc_want {
             return Err(invalid("bundle: header checksum mismatch"));
         }
-        let flags = le32(&fixed, 12);
-        if flags & !META_FLAG_DRIVER_VERSIONED != 0 || le32(&fixed, 28) != 0 {
+        if flags & !META_FLAG_DRIVER_VERSIONED != 0 || reserved != 0 {
             return Err(invalid("bundle: unknown header flags"));
         }
-        r.header = BundleHeader {
-            flags,
-            cache_version: le64(&fixed, 16),
-            identity,
-        };
+        r.header = Identity::new(identity)
+            .with_version(u64::from(version_lo) | (u64::from(version_hi) << 32))
+            .with_driver_versioned(flags & META_FLAG_DRIVER_VERSIONED != 0);
         Ok(r)
     }
 
     /// Identity and version of the entries.
-    pub fn header(&self) -> &BundleHeader {
+    pub fn header(&self) -> &Identity {
         &self.header
     }
 
@@ -202,27 +181,28 @@ impl<R: Read> BundleReader<R> {
         }
         let at = self.pos;
         let head = self.take(ITEM_HEADER_LEN)?;
-        match le32(&head, 0) {
+        let [tag, a, b, c] = words(&head);
+        match tag {
             TAG_RECORD => {
-                let key_len = u64::from(le32(&head, 4));
-                let value_len = u64::from(le32(&head, 8));
+                let (key_len, value_len, crc) = (u64::from(a), u64::from(b), c);
                 if key_len > MAX_KEY_LEN as u64 {
                     return Err(self.bad(at, "key longer than 65,535 bytes"));
                 }
                 let key = self.take(key_len)?;
                 let value = self.take(value_len)?;
-                if record_crc(&head[..12], &key, &value) != le32(&head, 12) {
+                if record_crc(&head[..12], &key, &value) != crc {
                     return Err(self.bad(at, "entry checksum mismatch"));
                 }
                 self.count += 1;
                 Ok(Some(BundleEntry { key, value }))
             }
             TAG_END => {
-                let crc = le32(&self.take(4)?, 0);
-                if crc32c::crc32c(&head) != crc || le32(&head, 4) != 0 {
+                let [crc] = words(&self.take(4)?);
+                if crc32c::crc32c(&head) != crc || a != 0 {
                     return Err(self.bad(at, "end marker checksum mismatch"));
                 }
-                if le64(&head, 8) != self.count {
+                let count = u64::from(b) | (u64::from(c) << 32);
+                if count != self.count {
                     return Err(self.bad(at, "entry count does not match: entries are missing"));
                 }
                 if self.remaining != 0 {
@@ -286,13 +266,7 @@ pub struct ExportReport {
 /// consistent snapshot (the shared lock is held throughout, so writers wait).
 pub fn export_bundle(dir: &Path, out: &mut dyn Write) -> Result<ExportReport> {
     let snapshot = Snapshot::open(dir)?;
-    let meta = snapshot.meta();
-    let header = BundleHeader {
-        flags: meta.flags,
-        cache_version: meta.cache_version,
-        identity: meta.identity.clone(),
-    };
-    let mut writer = BundleWriter::new(out, &header)?;
+    let mut writer = BundleWriter::new(out, snapshot.meta())?;
     let mut report = ExportReport::default();
     report.corrupt_skipped = snapshot.for_each_entry(&mut |key, value| {
         report.entries += 1;

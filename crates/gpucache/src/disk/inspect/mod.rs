@@ -1,25 +1,6 @@
-//! Inspection and maintenance of cache directories, for tools such as the `gpucache` command.
-//!
-//! A cache directory holds `meta`, `lock` and `seg-XXXXXXXX.dat`/`.idx` files
-//! (`docs/disk-format.md`); a driver-versioned root holds one such directory per identity,
-//! named `id-<16 hex digits>`. The functions here:
-//!
-//! - **Read** ([`read_meta`], [`Snapshot`], [`stats`], [`entries`], [`get`], [`verify`],
-//!   [`export_bundle`]) without writing anything: files are opened read-only, so they work on
-//!   a read-only directory. They hold the directory's `lock` *shared* while they read, so no
-//!   writer's batch is half-applied under them (writers wait for at most that long).
-//! - **Maintain** ([`clear`], [`compact`], [`import_bundle`]) under the exclusive lock that
-//!   writers take, so they are safe while other processes use the cache.
-//! - **Bundle** ([`BundleWriter`], [`BundleReader`], [`parse_bundle`]): a single-file copy of
-//!   a cache's live entries (`docs/bundle-format.md`). Parsing never panics and checks every
-//!   length against the bytes that remain before allocating.
-//!
-//! The live entries are found exactly as the library finds them: the index files are applied
-//! in (segment, offset) order, the latest record of a key wins and a tombstone removes it.
-//! Every value returned has passed its record's CRC32C, key-hash and length checks.
-//!
-//! Errors are [`Error::Io`] for operating-system failures and [`Error::InvalidArgument`] for
-//! everything else: not a cache directory, a corrupt meta file or bundle, a mismatch.
+//! Read-only views of a cache directory, for tools: what a directory is, a consistent
+//! snapshot of its index, its entries and values, verification of every byte, and export
+//! bundles. Published as [`crate::inspect`], with the maintenance functions there.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -27,53 +8,33 @@ use std::io::{self, ErrorKind};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::disk::dir;
-use crate::disk::format::{
-    self, disk_hash, FormatError, RecordHeader, SegmentFile, FORMAT_VERSION, INDEX_ENTRY_LEN,
-    META_FLAG_DRIVER_VERSIONED, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
+use super::dir;
+use super::format::{
+    self, decode_record, peek_key, record_key_value, RecordHeader, RECORD_HEADER_LEN,
 };
-use crate::disk::index::{Index, Loc};
-use crate::{Error, Result};
+use super::index::{Index, Loc};
+use crate::codec::FormatError;
+use crate::{Error, Identity, Result};
 
 /// Bytes read from a data file at a time when scanning it.
 const CHUNK: u64 = 4 << 20;
 
-fn invalid(message: impl Into<String>) -> Error {
+pub(crate) fn invalid(message: impl Into<String>) -> Error {
     Error::InvalidArgument(message.into())
 }
 
-fn io_at(path: &Path, e: io::Error) -> Error {
+pub(crate) fn io_at(path: &Path, e: io::Error) -> Error {
     Error::Io(io::Error::new(e.kind(), format!("{}: {e}", path.display())))
 }
 
 // ---------------------------------------------------------------------------------------
 // What a directory is.
 
-/// The meta file of a cache directory: what the directory was created for.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CacheMeta {
-    /// On-disk format version (this build reads version 1 only).
-    pub format_version: u32,
-    /// Meta flags; bit 0 is driver-versioned.
-    pub flags: u32,
-    /// The cache version the application opened it with.
-    pub cache_version: u64,
-    /// The identity (driver, API, application build): opaque bytes, often text.
-    pub identity: Vec<u8>,
-}
-
-impl CacheMeta {
-    /// Whether the directory is one identity's subdirectory of a driver-versioned root.
-    pub fn driver_versioned(&self) -> bool {
-        self.flags & META_FLAG_DRIVER_VERSIONED != 0
-    }
-}
-
 /// What a directory holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DirKind {
-    /// A cache directory, with its meta file.
-    Cache(CacheMeta),
+    /// A cache directory, with the identity of its meta file.
+    Cache(Identity),
     /// A driver-versioned root (no meta file): its `id-<16 hex>` cache directories.
     VersionedRoot(Vec<PathBuf>),
 }
@@ -85,12 +46,7 @@ pub fn classify(dir: &Path) -> Result<DirKind> {
     let meta_path = dir.join(dir::META_FILE);
     match fs::read(&meta_path) {
         Ok(bytes) => match format::decode_meta(&bytes) {
-            Ok(m) => Ok(DirKind::Cache(CacheMeta {
-                format_version: FORMAT_VERSION,
-                flags: m.flags,
-                cache_version: m.cache_version,
-                identity: m.identity,
-            })),
+            Ok(identity) => Ok(DirKind::Cache(identity)),
             Err(FormatError::Version(v)) => Err(invalid(format!(
                 "{}: format version {v}; this build reads version {FORMAT_VERSION}",
                 meta_path.display()
@@ -120,10 +76,7 @@ pub fn identity_dirs(root: &Path) -> Result<Vec<PathBuf>> {
     for entry in fs::read_dir(root).map_err(|e| io_at(root, e))? {
         let entry = entry.map_err(|e| io_at(root, e))?;
         let name = entry.file_name();
-        let is_id = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("id-"))
-            .is_some_and(|h| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()));
+        let is_id = name.to_str().is_some_and(dir::is_identity_subdir_name);
         if is_id && entry.path().is_dir() {
             out.push(entry.path());
         }
@@ -132,9 +85,9 @@ pub fn identity_dirs(root: &Path) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// The meta of the cache directory `dir`; for a driver-versioned root, an error that lists
-/// the root's cache directories.
-pub fn read_meta(dir: &Path) -> Result<CacheMeta> {
+/// The identity in the meta file of the cache directory `dir`; for a driver-versioned root,
+/// an error that lists the root's cache directories.
+pub fn read_meta(dir: &Path) -> Result<Identity> {
     match classify(dir)? {
         DirKind::Cache(meta) => Ok(meta),
         DirKind::VersionedRoot(ids) => {
@@ -203,7 +156,7 @@ pub struct Listing {
 
 /// What [`Snapshot::get`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Lookup {
+pub enum RecordLookup {
     /// The value, checked against its record's CRC.
     Found(Vec<u8>),
     /// No live entry for the key.
@@ -218,7 +171,7 @@ pub enum Lookup {
 #[derive(Debug)]
 pub struct Snapshot {
     dir: PathBuf,
-    meta: CacheMeta,
+    meta: Identity,
     index: Index,
     bad_segments: u64,
     _lock: Option<File>,
@@ -230,7 +183,7 @@ impl Snapshot {
         read_meta(dir)?;
         let lock = lock_shared(dir)?;
         let meta = read_meta(dir)?; // As of now that we hold the lock.
-        let (index, bad_segments) = load_index(dir)?;
+        let (index, bad_segments, _) = Index::load(dir).map_err(|e| io_at(dir, e))?;
         Ok(Snapshot {
             dir: dir.to_path_buf(),
             meta,
@@ -240,8 +193,8 @@ impl Snapshot {
         })
     }
 
-    /// The directory's meta.
-    pub fn meta(&self) -> &CacheMeta {
+    /// The identity in the directory's meta file.
+    pub fn meta(&self) -> &Identity {
         &self.meta
     }
 
@@ -283,10 +236,8 @@ impl Snapshot {
             let read = file
                 .as_ref()
                 .is_some_and(|f| f.read_exact_at(&mut head, u64::from(loc.offset)).is_ok());
-            let key = &head[RECORD_HEADER_LEN..];
-            let lens_match = head[4..8] == u32::from(loc.key_len).to_le_bytes()
-                && head[8..12] == loc.value_len.to_le_bytes();
-            if read && lens_match && disk_hash(key) == hash {
+            let key = peek_key(&head, hash, u32::from(loc.key_len), loc.value_len);
+            if let Some(key) = key.filter(|_| read) {
                 out.entries.push(EntryInfo {
                     key: key.to_vec(),
                     value_len: loc.value_len,
@@ -301,23 +252,25 @@ impl Snapshot {
     }
 
     /// The value of `key`, read and checked (CRC, lengths, key hash, full key).
-    pub fn get(&self, key: &[u8]) -> Lookup {
-        let hash = disk_hash(key);
+    pub fn get(&self, key: &[u8]) -> RecordLookup {
+        let hash = format::disk_hash(key);
         let Some(loc) = self.index.get(hash) else {
-            return Lookup::Absent;
+            return RecordLookup::Absent;
         };
         let record = File::open(dir::data_path(&self.dir, loc.seg))
             .map_err(|e| format!("data file: {e}"))
             .and_then(|f| {
                 let mut chunks = Chunks::new(f).map_err(|e| format!("data file: {e}"))?;
                 chunks.min_read = 0; // One record: read just it.
-                checked_record(&mut chunks, hash, loc).map(|(_, r)| r.to_vec())
+                checked_record(&mut chunks, hash, loc).map(|(h, r)| {
+                    let (k, v) = record_key_value(r, &h);
+                    (k == key).then(|| v.to_vec())
+                })
             });
-        let key_end = RECORD_HEADER_LEN + usize::from(loc.key_len);
         match record {
-            Ok(r) if r[RECORD_HEADER_LEN..key_end] == *key => Lookup::Found(r[key_end..].to_vec()),
-            Ok(_) => Lookup::Absent, // Another key with the same hash.
-            Err(why) => Lookup::Corrupt(format!(
+            Ok(Some(value)) => RecordLookup::Found(value),
+            Ok(None) => RecordLookup::Absent, // Another key with the same hash.
+            Err(why) => RecordLookup::Corrupt(format!(
                 "segment {:08x} offset {}: {why}",
                 loc.seg, loc.offset
             )),
@@ -337,9 +290,9 @@ impl Snapshot {
             }
             let chunks = current.as_mut().and_then(|c| c.1.as_mut());
             match chunks.map(|c| checked_record(c, hash, loc)) {
-                Some(Ok((_, record))) => {
-                    let key_end = RECORD_HEADER_LEN + usize::from(loc.key_len);
-                    f(&record[RECORD_HEADER_LEN..key_end], &record[key_end..])?;
+                Some(Ok((header, record))) => {
+                    let (key, value) = record_key_value(record, &header);
+                    f(key, value)?;
                 }
                 _ => skipped += 1,
             }
@@ -362,14 +315,14 @@ pub fn entries(dir: &Path) -> Result<Listing> {
 }
 
 /// The value of `key` in the cache directory `dir`.
-pub fn get(dir: &Path, key: &[u8]) -> Result<Lookup> {
+pub fn get(dir: &Path, key: &[u8]) -> Result<RecordLookup> {
     Ok(Snapshot::open(dir)?.get(key))
 }
 
 /// Opens the lock file read-only and locks it shared; `None` if there is no lock file (no
 /// writer ever opened the directory) or it may not be read (then we read without it, as the
 /// library's readers always do: every record is checked anyway).
-fn lock_shared(dir: &Path) -> Result<Option<File>> {
+pub(super) fn lock_shared(dir: &Path) -> Result<Option<File>> {
     let path = dir.join(dir::LOCK_FILE);
     match File::open(&path) {
         Ok(f) => {
@@ -381,60 +334,7 @@ fn lock_shared(dir: &Path) -> Result<Option<File>> {
     }
 }
 
-/// Loads the index from the index files as the library does when it opens a directory: a
-/// segment whose header is bad is ignored (and counted), an invalid entry followed by valid
-/// ones is skipped, invalid entries at the end are not applied.
-fn load_index(dir: &Path) -> Result<(Index, u64)> {
-    let mut index = Index::default();
-    let mut bad = 0;
-    for id in dir::list_segments(dir).map_err(|e| io_at(dir, e))? {
-        let path = dir::index_path(dir, id);
-        let bytes = match fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == ErrorKind::NotFound => continue,
-            Err(e) => return Err(io_at(&path, e)),
-        };
-        if format::decode_segment_header(SegmentFile::Index, &bytes) != Ok(id) {
-            bad += 1;
-            continue;
-        }
-        let entries: Vec<_> = bytes[SEGMENT_HEADER_LEN..]
-            .chunks_exact(INDEX_ENTRY_LEN)
-            .map(format::decode_index_entry)
-            .collect();
-        let valid_end = entries.iter().rposition(|e| e.is_ok()).map_or(0, |i| i + 1);
-        for entry in entries[..valid_end].iter().flatten() {
-            index.apply(id, entry);
-        }
-        index.seg_mut(id).idx_consumed = (SEGMENT_HEADER_LEN + valid_end * INDEX_ENTRY_LEN) as u64;
-    }
-    Ok((index, bad))
-}
-
-/// Segment ids named by `seg-XXXXXXXX.dat` or `.idx` files, sorted and deduplicated.
-fn segment_file_ids(dir: &Path) -> Result<Vec<u32>> {
-    let mut ids = Vec::new();
-    for entry in fs::read_dir(dir).map_err(|e| io_at(dir, e))? {
-        let name = entry.map_err(|e| io_at(dir, e))?.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("seg-")) else {
-            continue;
-        };
-        let hex = rest
-            .strip_suffix(".dat")
-            .or_else(|| rest.strip_suffix(".idx"));
-        if let Some(id) = hex
-            .filter(|h| h.len() == 8)
-            .and_then(|h| u32::from_str_radix(h, 16).ok())
-        {
-            ids.push(id);
-        }
-    }
-    ids.sort_unstable();
-    ids.dedup();
-    Ok(ids)
-}
-
-fn file_len(path: &Path) -> Result<Option<u64>> {
+pub(super) fn file_len(path: &Path) -> Result<Option<u64>> {
     match fs::metadata(path) {
         Ok(m) => Ok(Some(m.len())),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
@@ -442,9 +342,15 @@ fn file_len(path: &Path) -> Result<Option<u64>> {
     }
 }
 
-fn segment_file_bytes(dir: &Path) -> Result<u64> {
+/// Whether `dir` has a meta file (whatever its contents).
+pub(crate) fn has_meta_file(dir: &Path) -> bool {
+    dir.join(dir::META_FILE).exists()
+}
+
+/// Bytes of every segment file of `dir`, as the file system reports them.
+pub(crate) fn segment_file_bytes(dir: &Path) -> Result<u64> {
     let mut total = 0;
-    for id in segment_file_ids(dir)? {
+    for id in dir::segment_file_ids(dir).map_err(|e| io_at(dir, e))? {
         total += file_len(&dir::data_path(dir, id))?.unwrap_or(0);
         total += file_len(&dir::index_path(dir, id))?.unwrap_or(0);
     }
@@ -453,9 +359,9 @@ fn segment_file_bytes(dir: &Path) -> Result<u64> {
 
 /// Reads one data file front to back in large chunks.
 #[derive(Debug)]
-struct Chunks {
+pub(super) struct Chunks {
     file: File,
-    len: u64,
+    pub(super) len: u64,
     /// Bytes read at least, when a read is needed.
     min_read: u64,
     start: u64,
@@ -463,7 +369,7 @@ struct Chunks {
 }
 
 impl Chunks {
-    fn new(file: File) -> io::Result<Chunks> {
+    pub(super) fn new(file: File) -> io::Result<Chunks> {
         let len = file.metadata()?.len();
         Ok(Chunks {
             file,
@@ -476,7 +382,7 @@ impl Chunks {
 
     /// The `n` bytes at `off`; `None` if they lie past the end of the file. Never allocates
     /// more than the file holds.
-    fn get(&mut self, off: u64, n: u64) -> io::Result<Option<&[u8]>> {
+    pub(super) fn get(&mut self, off: u64, n: u64) -> io::Result<Option<&[u8]>> {
         if off.checked_add(n).is_none_or(|end| end > self.len) {
             return Ok(None);
         }
@@ -503,24 +409,20 @@ fn checked_record(
         .get(u64::from(loc.offset), loc.record_len())
         .map_err(|e| format!("read failed: {e}"))?
         .ok_or("record lies past the end of its data file")?;
-    let h = format::decode_record(bytes, loc.record_len()).map_err(|e| e.to_string())?;
-    if h.key_hash != hash
-        || h.key_len != u32::from(loc.key_len)
-        || h.value_len != loc.value_len
-        || h.is_tombstone()
-    {
+    let h = decode_record(bytes, loc.record_len()).map_err(|e| e.to_string())?;
+    if !loc.describes(hash, &h) || h.is_tombstone() {
         return Err("record disagrees with its index entry".into());
     }
     Ok((h, bytes))
 }
 
 mod bundle;
-mod maintain;
 mod verify;
 
+/// The on-disk format version this build reads and writes.
+pub use super::format::FORMAT_VERSION;
 pub use bundle::{
-    export_bundle, parse_bundle, Bundle, BundleEntry, BundleHeader, BundleReader, BundleWriter,
-    ExportReport, BUNDLE_MAGIC, BUNDLE_VERSION,
+    export_bundle, parse_bundle, Bundle, BundleEntry, BundleReader, BundleWriter, ExportReport,
+    BUNDLE_MAGIC, BUNDLE_VERSION,
 };
-pub use maintain::{cache_builder, clear, compact, import_bundle, CompactReport, ImportReport};
 pub use verify::{verify, VerifyReport};

@@ -4,11 +4,11 @@ use std::fs::{self, File};
 use std::io::ErrorKind;
 use std::path::Path;
 
-use super::{file_len, io_at, lock_shared, read_meta, segment_file_ids, Chunks};
-use crate::disk::dir;
-use crate::disk::format::{
+use super::super::dir;
+use super::super::format::{
     self, SegmentFile, INDEX_ENTRY_LEN, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
+use super::{file_len, io_at, lock_shared, read_meta, Chunks};
 use crate::Result;
 
 /// Problems a [`VerifyReport`] describes in words at most (all are counted).
@@ -62,7 +62,7 @@ impl VerifyReport {
 /// Each segment is read under the shared lock, so writers run between segments.
 pub fn verify(dir: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<VerifyReport> {
     read_meta(dir)?;
-    let ids = segment_file_ids(dir)?;
+    let ids = dir::segment_file_ids(dir).map_err(|e| io_at(dir, e))?;
     let mut total = 0;
     for &id in &ids {
         total += file_len(&dir::data_path(dir, id))?.unwrap_or(0);
@@ -233,9 +233,9 @@ fn scan_unindexed(
         else {
             break;
         };
-        let len = RECORD_HEADER_LEN as u64
-            + u64::from(u32::from_le_bytes(head[4..8].try_into().expect("4 bytes")))
-            + u64::from(u32::from_le_bytes(head[8..12].try_into().expect("4 bytes")));
+        let Ok(len) = format::peek_record_len(head) else {
+            break;
+        };
         if len > to - from {
             break;
         }

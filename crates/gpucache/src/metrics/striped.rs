@@ -1,4 +1,8 @@
-//! Lookup counters that cost a plain store per lookup, not a locked read-modify-write.
+//! Hit and miss counts of the memory tier's lookup path, at the cost of a plain store per
+//! lookup rather than a locked read-modify-write: the one place where a shared [`Counter`]
+//! (one atomic) would cost the hot path measurably when threads look up at once.
+//!
+//! [`Counter`]: super::Counter
 //!
 //! Each thread leases a stripe index from a process-wide pool on its first count and gives
 //! it back when it exits. A leased stripe has exactly one writer in every store, so the
@@ -23,11 +27,11 @@ struct Stripe {
 
 /// Hit and miss counts of one store.
 #[derive(Debug)]
-pub(crate) struct LookupCounters {
+pub(crate) struct HitMissCounters {
     stripes: Box<[Stripe]>,
 }
 
-impl Default for LookupCounters {
+impl Default for HitMissCounters {
     fn default() -> Self {
         Self {
             stripes: (0..=LEASED).map(|_| Stripe::default()).collect(),
@@ -35,7 +39,7 @@ impl Default for LookupCounters {
     }
 }
 
-impl LookupCounters {
+impl HitMissCounters {
     #[inline]
     pub(crate) fn hit(&self) {
         self.count(|s| &s.hits);
@@ -131,7 +135,7 @@ mod tests {
 
     #[test]
     fn counts_from_many_short_lived_threads() {
-        let c = LookupCounters::default();
+        let c = HitMissCounters::default();
         // More threads than stripes, in waves, so leases are reused and overflow is used.
         for _ in 0..3 {
             std::thread::scope(|scope| {

@@ -14,89 +14,66 @@
 //! global: [`configure`] it before installing the callbacks. Until then, and after
 //! [`shutdown`], `set` is ignored and `get` misses.
 //!
-//! A cache with a directory keeps its counters there too, in the `blob-cache-stats` file
-//! ([`diagnostics`]), updated on [`BlobCache::flush`] and when the cache is dropped, so that
-//! `gpucache stats DIR` can show an integrator how the driver's calls went.
+//! A cache with a directory keeps its counters there too, in the `blob-cache-stats`
+//! metadata stream ([`diagnostics`]), updated on [`BlobCache::flush`] and when the cache is
+//! dropped, so that `gpucache stats DIR` can show an integrator how the driver's calls went.
+//!
+//! Cache control disables, enables and clears the process-global cache as the
+//! `IMPLICIT_DRIVER_MANAGED` kind ([`crate::cache_control`]).
+//!
+//! This module is a front end: it uses the engine's public API only.
 
 pub mod diagnostics;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::RwLock;
 
-use std::path::PathBuf;
-
-use crate::disk::format::Meta;
-use crate::session::CacheControl;
-use crate::store::copy_if_fits;
-use crate::{Cache, CacheBuilder, CacheStats, PolicyKind, Result, Store};
+use crate::control::{self, CacheKinds, ControlTarget};
+use crate::metrics::Counter;
+use crate::{Cache, CacheBuilder, CacheStats, Result};
 use diagnostics::Persister;
-pub use diagnostics::{
-    read_persisted_stats, BlobCounters, BlobStatsError, LastProcess, PersistedBlobStats,
-};
+pub use diagnostics::{read_persisted_stats, BlobCounters, LastProcess, PersistedBlobStats};
 
-/// Settings of a blob cache; each setter states its default.
+/// Settings of a blob cache: the settings of its [`Cache`] and the contract's own; each
+/// setter states its default.
+///
+/// The C library's `gpucache_egl_config` has a field of the same name for each setting.
 #[derive(Clone, Debug)]
 pub struct BlobCacheConfig {
-    directory: Option<PathBuf>,
-    identity: Vec<u8>,
-    max_disk_bytes: u64,
-    max_bytes: u64,
-    max_entries: u64,
+    cache: CacheBuilder,
     max_key_size: usize,
-    max_value_size: u64,
     miss_on_oversize: bool,
-    policy: PolicyKind,
 }
 
 impl Default for BlobCacheConfig {
     fn default() -> Self {
-        Self {
-            directory: None,
-            identity: Vec::new(),
-            max_disk_bytes: 1 << 30,
-            max_bytes: 64 << 20,
-            max_entries: u64::MAX,
-            max_key_size: 4 << 10,
-            max_value_size: 4 << 20,
-            miss_on_oversize: false,
-            policy: PolicyKind::S3Fifo,
-        }
+        Self::new()
     }
 }
 
 impl BlobCacheConfig {
-    /// Persist the cache in this directory (shared by every process that configures the
-    /// same directory and identity). Default none: memory only.
-    pub fn directory(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.directory = Some(dir.into());
-        self
+    /// The defaults: a memory-only cache of 64 MiB (`max_memory_bytes`), 1 GiB on disk once
+    /// a directory is set (`max_disk_bytes`, Mesa's default limit), values up to 4 MiB
+    /// (`max_value_size`), keys up to 4 KiB, miss-on-oversize off.
+    pub fn new() -> Self {
+        Self {
+            cache: CacheBuilder::new().max_value_size(4 << 20),
+            max_key_size: 4 << 10,
+            miss_on_oversize: false,
+        }
     }
 
-    /// What the persisted entries depend on (driver vendor, renderer, version); a directory
-    /// written for another identity is wiped. Default empty. Drivers put their own version in
-    /// their keys too (the extension recommends it), so this is a second line of defence.
-    pub fn identity(mut self, identity: impl Into<Vec<u8>>) -> Self {
-        self.identity = identity.into();
-        self
-    }
-
-    /// Byte limit of the directory. Default 1 GiB (Mesa's default limit).
-    pub fn max_disk_bytes(mut self, bytes: u64) -> Self {
-        self.max_disk_bytes = bytes;
-        self
-    }
-
-    /// Memory byte budget (keys + values + `ENTRY_OVERHEAD` per entry). Default 64 MiB.
-    pub fn max_bytes(mut self, bytes: u64) -> Self {
-        self.max_bytes = bytes;
-        self
-    }
-
-    /// Entry budget. Default unbounded.
-    pub fn max_entries(mut self, entries: u64) -> Self {
-        self.max_entries = entries;
+    /// Changes the cache's settings, starting from the blob cache's defaults: its
+    /// [`directory`](CacheBuilder::directory) (shared by every process that uses the same
+    /// directory and identity; none keeps it in memory only), its
+    /// [`identity`](CacheBuilder::identity) (driver vendor, renderer, version: a directory
+    /// written for another identity is wiped; drivers put their version in their keys too,
+    /// as the extension recommends, so this is a second line of defence), its memory and
+    /// disk limits, its largest value and its eviction policy.
+    pub fn cache(mut self, f: impl FnOnce(CacheBuilder) -> CacheBuilder) -> Self {
+        self.cache = f(self.cache);
         self
     }
 
@@ -107,22 +84,10 @@ impl BlobCacheConfig {
         self
     }
 
-    /// Largest value stored. Default 4 MiB.
-    pub fn max_value_size(mut self, bytes: u64) -> Self {
-        self.max_value_size = bytes;
-        self
-    }
-
     /// Answer 0 (a miss) instead of the size when the value is larger than the caller's
     /// buffer. Default `false`, the extension's behaviour; turn it on for Mesa.
     pub fn miss_on_oversize(mut self, on: bool) -> Self {
         self.miss_on_oversize = on;
-        self
-    }
-
-    /// Eviction policy. Default S3-FIFO.
-    pub fn policy(mut self, policy: PolicyKind) -> Self {
-        self.policy = policy;
         self
     }
 }
@@ -168,88 +133,65 @@ impl BlobCacheStats {
     }
 }
 
+/// Call counts of a blob cache.
+#[derive(Debug, Default)]
+struct Calls {
+    gets_buffer_too_small: Counter,
+    sets_dropped: Counter,
+    calls_while_disabled: Counter,
+    hits: Counter,
+    misses: Counter,
+    sets: Counter,
+}
+
 /// A cache with the blob-cache `set`/`get` semantics. The free functions of this module use a
 /// process-global one; this type is for embedding and tests.
 #[derive(Debug)]
 pub struct BlobCache {
     cache: Cache,
     max_key_size: usize,
-    /// Enforced here: with a directory, `Cache` would keep a larger value on disk.
-    max_value_size: u64,
     /// Changed at run time by an install helper that recognises the driver.
     miss_on_oversize: AtomicBool,
-    gets_buffer_too_small: AtomicU64,
-    sets_dropped: AtomicU64,
-    calls_while_disabled: AtomicU64,
-    hits: AtomicU64,
-    misses: AtomicU64,
-    sets: AtomicU64,
-    /// Keeps the directory's diagnostics file; `None` without a usable directory.
+    calls: Calls,
+    /// Keeps the directory's diagnostics stream; `None` without a usable directory.
     persister: Option<Persister>,
 }
 
 impl BlobCache {
     /// A cache with the given settings.
     pub fn new(config: BlobCacheConfig) -> Result<Self> {
-        let mut builder = CacheBuilder::new()
-            .max_memory_bytes(config.max_bytes)
-            .max_memory_entries(config.max_entries)
-            .max_value_size(config.max_value_size)
-            .policy(config.policy);
-        if let Some(dir) = config.directory {
-            builder = builder
-                .directory(dir)
-                .identity(config.identity.clone())
-                .max_disk_bytes(config.max_disk_bytes);
-        }
-        let cache = builder.open()?;
-        // The meta `CacheBuilder` writes for these settings: version 0, no flags.
-        let persister = cache.directory().map(|dir| {
-            let meta = Meta {
-                flags: 0,
-                cache_version: 0,
-                identity: config.identity,
-            };
-            Persister::new(dir.to_path_buf(), meta)
-        });
+        let cache = config.cache.open()?;
+        let persister = cache
+            .directory()
+            .map(|dir| Persister::new(dir.to_path_buf(), cache.identity().clone()));
         Ok(Self {
             cache,
             max_key_size: config.max_key_size,
-            max_value_size: config.max_value_size,
             miss_on_oversize: AtomicBool::new(config.miss_on_oversize),
-            gets_buffer_too_small: AtomicU64::new(0),
-            sets_dropped: AtomicU64::new(0),
-            calls_while_disabled: AtomicU64::new(0),
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
-            sets: AtomicU64::new(0),
+            calls: Calls::default(),
             persister,
         })
     }
 
     /// Stores a copy of `value` for `key`, best effort; the newest value wins.
     pub fn set(&self, key: &[u8], value: &[u8]) {
-        if DRIVER_CACHE_DISABLED.load(Ordering::Acquire) {
-            self.calls_while_disabled.fetch_add(1, Ordering::Relaxed);
+        if control::is_disabled(CacheKinds::IMPLICIT_DRIVER_MANAGED) {
+            self.calls.calls_while_disabled.incr();
             return;
         }
-        self.sets.fetch_add(1, Ordering::Relaxed);
+        self.calls.sets.incr();
         if key.len() > self.max_key_size
             || value.is_empty()
-            || value.len() as u64 > self.max_value_size
+            || self.cache.insert(key, value.to_vec()).is_err()
         {
-            self.sets_dropped.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        if self.cache.insert(key, value.to_vec()).is_err() {
-            self.sets_dropped.fetch_add(1, Ordering::Relaxed);
+            self.calls.sets_dropped.incr();
         }
     }
 
     /// The size of the value for `key` (0 on a miss), copied into `buf` only if it fits.
     pub fn get(&self, key: &[u8], buf: &mut [u8]) -> usize {
-        if DRIVER_CACHE_DISABLED.load(Ordering::Acquire) {
-            self.calls_while_disabled.fetch_add(1, Ordering::Relaxed);
+        if control::is_disabled(CacheKinds::IMPLICIT_DRIVER_MANAGED) {
+            self.calls.calls_while_disabled.incr();
             return 0;
         }
         let found = if key.len() > self.max_key_size {
@@ -258,14 +200,15 @@ impl BlobCache {
             self.cache.get(key)
         };
         let Some(value) = found else {
-            self.misses.fetch_add(1, Ordering::Relaxed);
+            self.calls.misses.incr();
             return 0;
         };
-        if copy_if_fits(&value, buf) {
-            self.hits.fetch_add(1, Ordering::Relaxed);
+        if let Some(dst) = buf.get_mut(..value.len()) {
+            dst.copy_from_slice(&value);
+            self.calls.hits.incr();
             return value.len();
         }
-        self.gets_buffer_too_small.fetch_add(1, Ordering::Relaxed);
+        self.calls.gets_buffer_too_small.incr();
         if self.miss_on_oversize.load(Ordering::Relaxed) {
             0
         } else {
@@ -301,40 +244,37 @@ impl BlobCache {
 
     /// This cache's call counts since it was created.
     pub fn counters(&self) -> BlobCounters {
-        let load = |n: &AtomicU64| n.load(Ordering::Relaxed);
-        let (hits, misses) = (load(&self.hits), load(&self.misses));
-        let gets_buffer_too_small = load(&self.gets_buffer_too_small);
+        let c = &self.calls;
+        let (hits, misses) = (c.hits.get(), c.misses.get());
+        let gets_buffer_too_small = c.gets_buffer_too_small.get();
         // A set is counted before it may be dropped: reading the drops first keeps a
         // snapshot's drops within its sets.
-        let sets_dropped = load(&self.sets_dropped);
+        let sets_dropped = c.sets_dropped.get();
         BlobCounters {
             // Every get ends as exactly one of these: no separate total on the hot path.
             gets: hits + misses + gets_buffer_too_small,
             hits,
             misses,
             gets_buffer_too_small,
-            sets: load(&self.sets),
+            sets: c.sets.get(),
             sets_dropped,
-            calls_while_disabled: load(&self.calls_while_disabled),
+            calls_while_disabled: c.calls_while_disabled.get(),
         }
     }
 
     /// Drops every entry, from memory and disk. The directory's diagnostics start afresh
-    /// too: the clear removes the file, and what this cache counted before it is not added.
-    pub fn clear(&self) {
-        match self.cache.clear() {
-            Ok(()) => {
-                if let Some(persister) = &self.persister {
-                    persister.reset_baseline(self.counters());
-                }
-            }
-            Err(e) => tracing::warn!(target: "gpucache", "clearing the blob cache: {e}"),
+    /// too: the clear removes the stream, and what this cache counted before it is not added.
+    pub fn clear(&self) -> Result<()> {
+        self.cache.clear()?;
+        if let Some(persister) = &self.persister {
+            persister.reset_baseline(self.counters());
         }
+        Ok(())
     }
 
     /// Writes pending entries to disk (if persisted) and fsyncs them, then adds the counts
-    /// since the last update to the directory's diagnostics file. A failure to update the
-    /// file is logged and shown in [`BlobCacheStats::diagnostics_error`], never returned:
+    /// since the last update to the directory's diagnostics stream. A failure to update the
+    /// stream is logged and shown in [`BlobCacheStats::diagnostics_error`], never returned:
     /// diagnostics never break the cache.
     pub fn flush(&self) -> Result<()> {
         let result = self.cache.flush();
@@ -342,19 +282,19 @@ impl BlobCache {
         result
     }
 
-    /// Adds the counts since the last update to the directory's diagnostics file
+    /// Adds the counts since the last update to the directory's diagnostics stream
     /// ([`diagnostics`]); does nothing without a directory or when nothing changed. The
     /// counts of a failed update are added by the next one that succeeds.
     pub fn persist_stats(&self) -> Result<()> {
         match &self.persister {
-            Some(persister) => Ok(persister.persist(self.counters(), self.miss_on_oversize())?),
+            Some(persister) => persister.persist(self.counters(), self.miss_on_oversize()),
             None => Ok(()),
         }
     }
 
-    /// The memory tier.
-    pub fn store(&self) -> &Store {
-        self.cache.memory()
+    /// The cache it stores into.
+    pub fn cache(&self) -> &Cache {
+        &self.cache
     }
 }
 
@@ -367,11 +307,25 @@ impl Drop for BlobCache {
 
 /// The process-global cache behind [`set`] and [`get`].
 static GLOBAL: RwLock<Option<Arc<BlobCache>>> = RwLock::new(None);
-/// Set by cache control (`IMPLICIT_DRIVER_MANAGED`, `DISABLE`); survives reconfiguration.
-static DRIVER_CACHE_DISABLED: AtomicBool = AtomicBool::new(false);
+
+/// What cache control clears for the driver-managed kind: the process-global cache.
+struct GlobalTarget;
+
+impl ControlTarget for GlobalTarget {
+    fn clear(&self) -> Result<()> {
+        global().map_or(Ok(()), |cache| cache.clear())
+    }
+}
 
 /// Creates the process-global cache, replacing any previous one (whose entries are dropped).
+/// Cache control of `IMPLICIT_DRIVER_MANAGED` caches applies to it from then on.
 pub fn configure(config: BlobCacheConfig) -> Result<()> {
+    static TARGET: OnceLock<Arc<dyn ControlTarget>> = OnceLock::new();
+    TARGET.get_or_init(|| {
+        let target: Arc<dyn ControlTarget> = Arc::new(GlobalTarget);
+        control::register(CacheKinds::IMPLICIT_DRIVER_MANAGED, &target);
+        target
+    });
     let cache = Arc::new(BlobCache::new(config)?);
     *GLOBAL.write() = Some(cache);
     Ok(())
@@ -422,21 +376,6 @@ pub fn miss_on_oversize() -> Option<bool> {
 /// Counters of the process-global cache, if one is configured.
 pub fn stats() -> Option<BlobCacheStats> {
     global().map(|cache| cache.stats())
-}
-
-/// Cache control for the driver-managed kind (called by [`crate::cache_control`]).
-pub(crate) fn control(control: CacheControl) {
-    if control.contains(CacheControl::CLEAR) {
-        if let Some(cache) = global() {
-            cache.clear();
-        }
-    }
-    if control.contains(CacheControl::DISABLE) {
-        DRIVER_CACHE_DISABLED.store(true, Ordering::Release);
-    }
-    if control.contains(CacheControl::ENABLE) {
-        DRIVER_CACHE_DISABLED.store(false, Ordering::Release);
-    }
 }
 
 #[cfg(test)]

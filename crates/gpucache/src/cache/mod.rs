@@ -1,0 +1,642 @@
+//! The cache: the memory tier over an ordered list of lower tiers (the disk tier, then any
+//! tier a front end adds: see [`crate::tier`]).
+//!
+//! - Opening returns once the disk index is loaded (cost proportional to the number of
+//!   entries); a background thread then fills the memory tier from the lower tiers, newest
+//!   segments first, until the memory budget is full.
+//! - A lookup that misses memory asks the lower tiers in order: the disk with one positioned,
+//!   checksum-verified read; a slow tier for at most its read budget. A value found below is
+//!   kept in memory. Chromium's cache misses until the preload reaches the entry; a read
+//!   costs tens of microseconds, a recompile milliseconds.
+//! - A store goes into memory and onto the write-behind queue, and returns.
+//! - Any failure of a lower tier degrades the cache to memory-only for that operation: it is
+//!   counted in the tier's stats ([`DiskStats`] for the disk), logged through `tracing`, and
+//!   never surfaces as a panic.
+//!
+//! Durability: a store is on disk once the write-behind thread has written its batch (within
+//! milliseconds) and survives the process being killed from then on; it survives a power cut
+//! once fsynced, which happens on [`Cache::flush`], when a segment fills, and on drop.
+
+mod bounded;
+mod preload;
+mod write_behind;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::disk::{identity_subdir, DiskConfig, DiskStats, DiskTier};
+use crate::hash::KeyHasher;
+use crate::identity::MAX_IDENTITY_LEN;
+use crate::metrics::Counter;
+use crate::store::copy_if_fits;
+use crate::tier::{Tier, TierStats};
+use crate::{Error, Identity, InsertMode, Lookup, PolicyKind, Result, Store, StoreBuilder};
+use crate::{MemoryPressure, StoreStats};
+use bounded::BoundedReader;
+use preload::Preload;
+use write_behind::WriteBehind;
+
+/// Configures and opens a [`Cache`]; each setter states its default.
+#[derive(Clone, Debug)]
+pub struct CacheBuilder {
+    dir: Option<PathBuf>,
+    identity: Identity,
+    memory: StoreBuilder,
+    max_value_size: Option<u64>,
+    max_disk_bytes: u64,
+    max_disk_entries: u64,
+    max_segment_bytes: u64,
+    write_queue_bytes: u64,
+    preload: bool,
+    tiers: Vec<Arc<dyn Tier>>,
+}
+
+impl Default for CacheBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CacheBuilder {
+    /// A memory-only cache until [`directory`](Self::directory) is set.
+    pub fn new() -> Self {
+        Self {
+            dir: None,
+            identity: Identity::default(),
+            memory: StoreBuilder::new(),
+            max_value_size: None,
+            max_disk_bytes: 1 << 30,
+            max_disk_entries: u64::MAX,
+            max_segment_bytes: 128 << 20,
+            write_queue_bytes: 64 << 20,
+            preload: true,
+            tiers: Vec::new(),
+        }
+    }
+
+    /// The directory of the disk tier. Default none (memory only).
+    pub fn directory(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.dir = Some(dir.into());
+        self
+    }
+
+    /// What makes stored entries valid: driver vendor, renderer and version, API, app
+    /// build (at most 64 KiB). A directory created for another identity is wiped, or, with
+    /// [`driver_versioned`](Self::driver_versioned), kept beside this one. Default empty.
+    pub fn identity(mut self, identity: impl Into<Vec<u8>>) -> Self {
+        self.identity = Identity::new(identity)
+            .with_version(self.identity.version())
+            .with_driver_versioned(self.identity.driver_versioned());
+        self
+    }
+
+    /// The cache version; a directory of another version is wiped. Default 0.
+    pub fn version(mut self, version: u64) -> Self {
+        self.identity = self.identity.with_version(version);
+        self
+    }
+
+    /// Keep caches of different identities side by side, each in a subdirectory named by
+    /// the identity's hash, instead of wiping. Default `false`.
+    pub fn driver_versioned(mut self, on: bool) -> Self {
+        self.identity = self.identity.with_driver_versioned(on);
+        self
+    }
+
+    /// Memory-tier byte budget. Default 64 MiB.
+    pub fn max_memory_bytes(mut self, bytes: u64) -> Self {
+        self.memory = self.memory.max_bytes(bytes);
+        self
+    }
+
+    /// Memory-tier entry budget. Default unbounded.
+    pub fn max_memory_entries(mut self, entries: u64) -> Self {
+        self.memory = self.memory.max_entries(entries);
+        self
+    }
+
+    /// Largest value stored, in any tier; a larger one is refused with
+    /// [`Error::ValueTooLarge`] and the key's previous value is kept. Default: unbounded
+    /// for a cache with lower tiers (a value too large for a memory shard is kept below
+    /// memory only), what fits in one memory shard for a memory-only cache.
+    pub fn max_value_size(mut self, bytes: u64) -> Self {
+        self.max_value_size = Some(bytes);
+        self.memory = self.memory.max_value_size(bytes);
+        self
+    }
+
+    /// Eviction policy of the memory tier; the disk tier keeps, when it evicts, what this
+    /// policy keeps in memory. Default S3-FIFO.
+    pub fn policy(mut self, policy: PolicyKind) -> Self {
+        self.memory = self.memory.policy(policy);
+        self
+    }
+
+    /// Memory-tier shards. Default automatic (see [`StoreBuilder::shards`]).
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.memory = self.memory.shards(shards);
+        self
+    }
+
+    /// Memory-tier key hasher. Default XXH3 with a random seed.
+    pub fn hasher(mut self, hasher: Arc<dyn KeyHasher>) -> Self {
+        self.memory = self.memory.hasher(hasher);
+        self
+    }
+
+    /// Byte limit of the directory (segment files). Default 1 GiB.
+    pub fn max_disk_bytes(mut self, bytes: u64) -> Self {
+        self.max_disk_bytes = bytes;
+        self
+    }
+
+    /// Entry limit of the directory. Default unbounded.
+    pub fn max_disk_entries(mut self, entries: u64) -> Self {
+        self.max_disk_entries = entries;
+        self
+    }
+
+    /// Largest segment (value file). Default 128 MiB, and at most an eighth of the byte
+    /// limit so that evicting one segment frees at most an eighth of the cache.
+    pub fn max_segment_bytes(mut self, bytes: u64) -> Self {
+        self.max_segment_bytes = bytes;
+        self
+    }
+
+    /// Bytes of stores waiting for the write-behind thread; past this, stores are not
+    /// persisted (they stay in memory). Default 64 MiB.
+    pub fn write_queue_bytes(mut self, bytes: u64) -> Self {
+        self.write_queue_bytes = bytes;
+        self
+    }
+
+    /// Fill the memory tier from the lower tiers in the background after opening. Default
+    /// `true`.
+    pub fn preload(mut self, on: bool) -> Self {
+        self.preload = on;
+        self
+    }
+
+    /// Adds a tier below the disk tier (below the tiers added before it): a remote tier
+    /// shared by a fleet, say. See [`crate::tier`]. Default none.
+    pub fn tier(mut self, tier: Arc<dyn Tier>) -> Self {
+        self.tiers.push(tier);
+        self
+    }
+
+    /// The directory this builder's cache lives in (the identity's subdirectory for a
+    /// driver-versioned cache).
+    pub fn resolved_directory(&self) -> Option<PathBuf> {
+        let dir = self.dir.as_ref()?;
+        Some(if self.identity.driver_versioned() {
+            identity_subdir(dir, &self.identity)
+        } else {
+            dir.clone()
+        })
+    }
+
+    /// Opens the cache. Fails only for invalid settings: a directory that cannot be used
+    /// leaves a cache without a disk tier whose [`Cache::disk_error`] says why.
+    pub fn open(self) -> Result<Cache> {
+        if self.identity.bytes().len() > MAX_IDENTITY_LEN {
+            return Err(Error::InvalidArgument(format!(
+                "an identity of {} bytes is longer than the limit of {MAX_IDENTITY_LEN}",
+                self.identity.bytes().len()
+            )));
+        }
+        if self.dir.is_some() && self.max_disk_bytes < 4096 {
+            return Err(Error::InvalidArgument(
+                "max_disk_bytes must be at least 4096".into(),
+            ));
+        }
+        let memory = Arc::new(self.memory.clone().build()?);
+        let has_lower = self.dir.is_some() || !self.tiers.is_empty();
+        let mut cache = Cache {
+            max_value_size: match self.max_value_size {
+                Some(limit) => limit,
+                None if has_lower => u64::MAX,
+                None => memory.max_value_size(),
+            },
+            memory,
+            identity: self.identity.clone(),
+            evicts_memory: has_lower,
+            disk: None,
+            lower: Vec::new(),
+            writer: None,
+            preload: None,
+            preloaded: Arc::new(Counter::new()),
+            disk_error: None,
+        };
+        let mut tiers: Vec<Arc<dyn Tier>> = Vec::new();
+        if let Some(dir) = self.resolved_directory() {
+            match DiskTier::open(self.disk_config(dir)) {
+                Ok(disk) => {
+                    let disk = Arc::new(disk);
+                    tiers.push(Arc::clone(&disk) as Arc<dyn Tier>);
+                    cache.disk = Some(disk);
+                }
+                Err(e) => {
+                    let message = format!("disk tier unavailable, memory only: {e}");
+                    tracing::warn!(target: "gpucache", "{message}");
+                    cache.disk_error = Some(message);
+                }
+            }
+        }
+        tiers.extend(self.tiers.iter().cloned());
+        cache.start(tiers, self.write_queue_bytes, self.preload);
+        Ok(cache)
+    }
+
+    fn disk_config(&self, dir: PathBuf) -> DiskConfig {
+        DiskConfig {
+            dir,
+            identity: self.identity.clone(),
+            max_bytes: self.max_disk_bytes,
+            max_entries: self.max_disk_entries,
+            segment_bytes: self
+                .max_segment_bytes
+                .min(self.max_disk_bytes / 8)
+                .clamp(4096, u64::from(u32::MAX)),
+        }
+    }
+}
+
+/// A lower tier as the cache holds it: its reader thread when its reads are bounded.
+#[derive(Debug)]
+struct Lower {
+    tier: Arc<dyn Tier>,
+    reader: Option<BoundedReader>,
+}
+
+/// A key/value cache: a memory tier over an ordered list of lower tiers (a disk tier, and
+/// any tier added with [`CacheBuilder::tier`]).
+#[derive(Debug)]
+pub struct Cache {
+    memory: Arc<Store>,
+    identity: Identity,
+    /// Largest value stored in any tier.
+    max_value_size: u64,
+    /// Lower tiers were configured: the memory tier evicts (they keep what it evicts).
+    evicts_memory: bool,
+    /// The disk tier, also first in `lower`, for what only it does (compaction, its files).
+    disk: Option<Arc<DiskTier>>,
+    lower: Vec<Lower>,
+    writer: Option<WriteBehind>,
+    preload: Option<Preload>,
+    preloaded: Arc<Counter>,
+    disk_error: Option<String>,
+}
+
+impl Cache {
+    /// A builder with default settings.
+    pub fn builder() -> CacheBuilder {
+        CacheBuilder::new()
+    }
+
+    /// Starts the write-behind thread, the readers of slow tiers and the preload.
+    fn start(&mut self, tiers: Vec<Arc<dyn Tier>>, write_queue_bytes: u64, preload: bool) {
+        let read_only_disk_only =
+            tiers.len() == 1 && self.disk.as_ref().is_some_and(|d| !d.is_writable());
+        if !tiers.is_empty() && !read_only_disk_only {
+            let memory = Arc::clone(&self.memory);
+            let hot = Box::new(move |key: &[u8]| memory.contains(key));
+            match WriteBehind::spawn(tiers.clone(), hot, write_queue_bytes) {
+                Ok(writer) => self.writer = Some(writer),
+                Err(e) => self.disk_error = Some(format!("no write-behind thread: {e}")),
+            }
+        }
+        for (i, tier) in tiers.iter().enumerate() {
+            let reader = tier.read_budget().and_then(|budget| {
+                let memory = Arc::clone(&self.memory);
+                let queue = self.writer.as_ref().map(|w| w.queue().clone());
+                let on_late = Box::new(move |key: &[u8], value: Bytes| {
+                    let _ = memory.insert_with(key, value.clone(), KEEP_NEWER);
+                    if let Some(queue) = &queue {
+                        queue.put_above(Bytes::copy_from_slice(key), value, i);
+                    }
+                });
+                BoundedReader::spawn(Arc::clone(tier), budget, on_late)
+                    .map_err(|e| tracing::warn!(target: "gpucache", "no reader thread: {e}"))
+                    .ok()
+            });
+            self.lower.push(Lower {
+                tier: Arc::clone(tier),
+                reader,
+            });
+        }
+        if preload && !tiers.is_empty() {
+            let queue = self.writer.as_ref().map(|w| w.queue().clone());
+            let memory = Arc::clone(&self.memory);
+            self.preload = Preload::spawn(memory, tiers, queue, Arc::clone(&self.preloaded)).ok();
+        }
+    }
+
+    /// The value for `key`: from memory, or from a lower tier and then kept in memory.
+    pub fn get(&self, key: &[u8]) -> Option<Bytes> {
+        self.lookup(key).hit()
+    }
+
+    /// Copies the value for `key` into `buf` if it fits; returns its size if present.
+    /// Nothing is written to `buf` unless it is large enough.
+    pub fn get_into(&self, key: &[u8], buf: &mut [u8]) -> Option<usize> {
+        let value = self.get(key)?;
+        copy_if_fits(&value, buf);
+        Some(value.len())
+    }
+
+    /// What the cache holds for `key`: from memory, else from the lower tiers in order (a
+    /// value found below is kept in memory and written to the tiers above its own).
+    pub fn lookup(&self, key: &[u8]) -> Lookup {
+        match self.memory.lookup(key) {
+            Lookup::Miss => {}
+            found => return found,
+        }
+        for (i, lower) in self.lower.iter().enumerate() {
+            let found = match &lower.reader {
+                Some(reader) => reader.read(key),
+                None => lower.tier.read(key),
+            };
+            match found {
+                Lookup::Miss => continue,
+                Lookup::Hit(value) => {
+                    // Keep a newer value stored meanwhile; a full memory tier evicts.
+                    let _ = self.memory.insert_with(key, value.clone(), KEEP_NEWER);
+                    if let Some(writer) = &self.writer {
+                        writer
+                            .queue()
+                            .put_above(Bytes::copy_from_slice(key), value.clone(), i);
+                    }
+                    return Lookup::Hit(value);
+                }
+                Lookup::Collision => return Lookup::Collision,
+            }
+        }
+        Lookup::Miss
+    }
+
+    /// Stores `value` for `key`: into memory now, into the lower tiers in the background.
+    /// The newest value wins. Fails only if no tier can take the value.
+    pub fn insert(&self, key: &[u8], value: impl Into<Bytes>) -> Result<()> {
+        self.insert_with(key, value, InsertMode::REPLACE)
+    }
+
+    /// Stores `value` for `key` as `mode` says. With [`InsertMode::NEW_ONLY`], a key held in
+    /// memory or on disk is `AlreadyExists` (or `HashCollision`), and an entry that would take
+    /// the bottom tier past its capacity is `CacheFull`: for a memory-only cache the memory
+    /// budget, else the lower tiers' limits.
+    pub fn insert_with(&self, key: &[u8], value: impl Into<Bytes>, mode: InsertMode) -> Result<()> {
+        let value = value.into();
+        if mode.refuses_existing() {
+            self.refuse_existing(key)?;
+        }
+        let memory_mode = if self.evicts_memory {
+            if mode.refuses_when_full() && self.lower_would_overflow(key.len(), value.len()) {
+                return Err(Error::CacheFull {
+                    needed: (key.len() + value.len()) as u64,
+                    available: 0,
+                });
+            }
+            mode.refuse_when_full(false)
+        } else {
+            mode
+        };
+        match self.memory.insert_with(key, value.clone(), memory_mode) {
+            Ok(()) => {
+                self.queue_put(key, value);
+                Ok(())
+            }
+            // Too large for a memory shard but not for the cache: kept in the lower tiers
+            // only, and memory must not answer with the key's older value.
+            Err(e @ Error::ValueTooLarge { .. }) if value.len() as u64 <= self.max_value_size => {
+                if self.queue_put(key, value) {
+                    self.memory.remove(key);
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            }
+            // The memory tier counted the refusal; report the cache's own limit.
+            Err(Error::ValueTooLarge { size, .. }) => Err(Error::ValueTooLarge {
+                size,
+                limit: self.max_value_size,
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// With [`InsertMode::NEW_ONLY`]: refuses a key held in memory or on disk (a key whose
+    /// hash memory holds for another key is refused by the memory insert).
+    fn refuse_existing(&self, key: &[u8]) -> Result<()> {
+        if self.memory.contains(key) {
+            return Err(Error::AlreadyExists("an entry with this key is stored"));
+        }
+        let Some(disk) = &self.disk else {
+            return Ok(());
+        };
+        if !disk.has_hash_of(key) {
+            return Ok(());
+        }
+        match disk.lookup(key) {
+            Lookup::Hit(_) => Err(Error::AlreadyExists("an entry with this key is stored")),
+            Lookup::Collision => Err(Error::HashCollision),
+            Lookup::Miss => Ok(()),
+        }
+    }
+
+    fn lower_would_overflow(&self, key_len: usize, value_len: usize) -> bool {
+        self.lower
+            .iter()
+            .any(|l| l.tier.would_overflow(key_len, value_len))
+    }
+
+    /// Queues `key`/`value` for the lower tiers; whether it was queued.
+    fn queue_put(&self, key: &[u8], value: Bytes) -> bool {
+        self.writer
+            .as_ref()
+            .is_some_and(|w| w.queue().put(Bytes::copy_from_slice(key), value))
+    }
+
+    /// Removes `key` from every tier; returns whether memory held it.
+    pub fn remove(&self, key: &[u8]) -> bool {
+        let was = self.memory.remove(key);
+        if let Some(writer) = &self.writer {
+            writer.queue().remove(Bytes::copy_from_slice(key));
+        }
+        was
+    }
+
+    /// Removes every entry from every tier. Fails if the disk tier exists but this process
+    /// cannot write to it (memory is cleared all the same).
+    pub fn clear(&self) -> Result<()> {
+        self.memory.clear();
+        self.writer_or_read_only()?
+            .map_or(Ok(()), |w| Ok(w.clear()?))
+    }
+
+    /// Empties every tier, stops writing to disk for good and removes the directory
+    /// (delete-on-destroy). The cache keeps working from memory.
+    pub fn delete_files(&self) -> Result<()> {
+        self.clear()?;
+        if let Some(disk) = &self.disk {
+            disk.stop_writing();
+            match std::fs::remove_dir_all(disk.dir()) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes everything stored so far to every lower tier and makes it durable (fsync).
+    pub fn flush(&self) -> Result<()> {
+        if let Some(writer) = &self.writer {
+            writer.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Rewrites every sealed disk segment that holds dead records (reclaims all dead space).
+    pub fn compact(&self) -> Result<()> {
+        let (Some(writer), Some(disk)) = (self.writer_or_read_only()?, &self.disk) else {
+            return Ok(());
+        };
+        let disk = Arc::clone(disk);
+        Ok(writer.run(Box::new(move || disk.compact()))?)
+    }
+
+    /// The writer, `None` without a disk tier, or an error for a disk tier this process
+    /// cannot write.
+    fn writer_or_read_only(&self) -> Result<Option<&WriteBehind>> {
+        match (&self.disk, &self.writer) {
+            (None, writer) => Ok(writer.as_ref()),
+            (Some(disk), Some(writer)) if disk.is_writable() => Ok(Some(writer)),
+            (Some(_), _) => Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "the cache directory is not writable by this process",
+            ))),
+        }
+    }
+
+    /// Blocks until the start-up preload has finished.
+    pub fn wait_for_preload(&self) {
+        if let Some(preload) = &self.preload {
+            preload.wait();
+        }
+    }
+
+    /// Gives memory back under pressure (see [`Store::trim`]); the lower tiers keep what
+    /// memory drops.
+    pub fn trim(&self, pressure: MemoryPressure) {
+        self.memory.trim(pressure);
+    }
+
+    /// Counters of every tier.
+    pub fn stats(&self) -> CacheStats {
+        let memory = self.memory.stats();
+        let tiers: Vec<TierStats> = self
+            .lower
+            .iter()
+            .map(|l| {
+                let mut s = l.tier.stats();
+                if let Some(r) = &l.reader {
+                    let c = r.counts();
+                    s.reads_timed_out = c.timed_out.get();
+                    s.reads_busy = c.busy.get();
+                    s.late_hits = c.late_hits.get();
+                }
+                s
+            })
+            .collect();
+        let lower_hits: u64 = tiers.iter().map(|t| t.hits).sum();
+        let lookups = memory.hits + memory.misses;
+        let queue = self.writer.as_ref().map(|w| w.queue());
+        CacheStats {
+            hits: memory.hits + lower_hits,
+            misses: lookups - memory.hits - lower_hits.min(memory.misses),
+            memory,
+            disk: self.disk.as_ref().map(|d| d.disk_stats()),
+            tiers,
+            preloaded: self.preloaded.get(),
+            write_queue_bytes: queue.map_or(0, |q| q.queued_bytes()),
+            write_queue_dropped: queue.map_or(0, |q| q.dropped()),
+            disk_error: self.disk_error.clone(),
+        }
+    }
+
+    /// Why the disk tier is unavailable, if it is.
+    pub fn disk_error(&self) -> Option<&str> {
+        self.disk_error.as_deref()
+    }
+
+    /// The directory of the disk tier, if there is one.
+    pub fn directory(&self) -> Option<&Path> {
+        self.disk.as_ref().map(|d| d.dir())
+    }
+
+    /// The identity and version the cache was opened with: what its tiers namespace their
+    /// entries by, and what a front end's [`MetadataStream`](crate::MetadataStream) is
+    /// checked against.
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    /// The memory tier.
+    pub fn memory(&self) -> &Store {
+        &self.memory
+    }
+
+    /// Checks the invariants of the memory tier and of the disk tier's index; panics with a
+    /// description when one fails. Only in builds for tests and fuzzing.
+    #[cfg(any(test, fuzzing))]
+    #[doc(hidden)]
+    pub fn validate(&self) {
+        self.memory.validate();
+        if let Some(disk) = &self.disk {
+            disk.validate();
+        }
+    }
+}
+
+/// A value found below memory goes into memory unless a newer one got there first; a full
+/// memory tier evicts for it.
+const KEEP_NEWER: InsertMode = InsertMode::REPLACE.refuse_existing(true);
+
+impl Drop for Cache {
+    fn drop(&mut self) {
+        if let Some(preload) = self.preload.take() {
+            preload.stop();
+        }
+        // Readers first: a late value they hand over still finds the writer.
+        for lower in &mut self.lower {
+            lower.reader.take();
+        }
+        // Dropping the writer drains its queue, makes it durable and joins it.
+        self.writer.take();
+    }
+}
+
+/// Counters of a [`Cache`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CacheStats {
+    /// Lookups answered, from memory or a lower tier.
+    pub hits: u64,
+    /// Lookups that found nothing in any tier.
+    pub misses: u64,
+    /// The memory tier's counters (its misses include lookups a lower tier then answered).
+    pub memory: StoreStats,
+    /// The disk tier's counters, if there is a disk tier.
+    pub disk: Option<DiskStats>,
+    /// Every lower tier's counters, in order (the disk tier first, when there is one).
+    pub tiers: Vec<TierStats>,
+    /// Entries loaded into memory by the start-up preload.
+    pub preloaded: u64,
+    /// Bytes of stores waiting for the write-behind thread now.
+    pub write_queue_bytes: u64,
+    /// Stores kept in memory only because the write-behind queue was full.
+    pub write_queue_dropped: u64,
+    /// Why there is no disk tier, if one was asked for.
+    pub disk_error: Option<String>,
+}

@@ -1,0 +1,113 @@
+//! The start-up preload: a background thread that fills the memory tier from the lower
+//! tiers, in their order, while the application starts.
+//!
+//! Entries of the first lower tier go into memory until the memory budget refuses more.
+//! Entries of a tier below it also go to the tiers above it (a remote tier warming the
+//! local disk), so that thread keeps going after memory is full.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use bytes::Bytes;
+use parking_lot::{Condvar, Mutex};
+
+use super::write_behind::Queue;
+use crate::metrics::Counter;
+use crate::tier::Tier;
+use crate::{Error, InsertMode, Store};
+
+/// Refusals for a full memory tier in a row after which preloading into memory stops.
+const GIVE_UP_AFTER_FULL: u32 = 64;
+
+/// The preload thread of one cache.
+#[derive(Debug)]
+pub(crate) struct Preload {
+    stop: Arc<AtomicBool>,
+    done: Arc<(Mutex<bool>, Condvar)>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Preload {
+    pub(crate) fn spawn(
+        memory: Arc<Store>,
+        tiers: Vec<Arc<dyn Tier>>,
+        queue: Option<Queue>,
+        preloaded: Arc<Counter>,
+    ) -> std::io::Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let done = Arc::new((Mutex::new(false), Condvar::new()));
+        let thread = {
+            let (stop, done) = (Arc::clone(&stop), Arc::clone(&done));
+            std::thread::Builder::new()
+                .name("gpucache-preload".into())
+                .spawn(move || {
+                    for (i, tier) in tiers.iter().enumerate() {
+                        if stop.load(Ordering::Acquire) {
+                            break;
+                        }
+                        let promote = queue.as_ref().filter(|_| i > 0);
+                        preload_tier(&memory, &**tier, promote, i, &stop, &preloaded);
+                    }
+                    *done.0.lock() = true;
+                    done.1.notify_all();
+                })?
+        };
+        Ok(Self {
+            stop,
+            done,
+            thread: Some(thread),
+        })
+    }
+
+    /// Blocks until the preload has finished.
+    pub(crate) fn wait(&self) {
+        let mut done = self.done.0.lock();
+        while !*done {
+            self.done.1.wait(&mut done);
+        }
+    }
+
+    /// Stops the preload and joins its thread.
+    pub(crate) fn stop(mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Streams tier `index`'s entries into `memory` (never over a newer value), and with
+/// `promote` into the tiers above it.
+fn preload_tier(
+    memory: &Store,
+    tier: &dyn Tier,
+    promote: Option<&Queue>,
+    index: usize,
+    stop: &AtomicBool,
+    preloaded: &Counter,
+) {
+    let mut full_in_a_row = 0u32;
+    let mut memory_full = false;
+    tier.preload(&mut |key, value| {
+        let value = Bytes::copy_from_slice(value);
+        if !memory_full {
+            let into_memory = InsertMode::NEW_ONLY;
+            match memory.insert_with(key, value.clone(), into_memory) {
+                Ok(()) => {
+                    preloaded.incr();
+                    full_in_a_row = 0;
+                }
+                Err(Error::CacheFull { .. }) => {
+                    full_in_a_row += 1;
+                    memory_full = full_in_a_row >= GIVE_UP_AFTER_FULL;
+                }
+                Err(_) => {}
+            }
+        }
+        if let Some(queue) = promote {
+            queue.put_above(Bytes::copy_from_slice(key), value, index);
+        }
+        !stop.load(Ordering::Acquire) && (promote.is_some() || !memory_full)
+    });
+}

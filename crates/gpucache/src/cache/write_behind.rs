@@ -1,0 +1,292 @@
+//! The write-behind thread: stores return at once and are written to every lower tier here,
+//! in batches, in order.
+//!
+//! The queue is bounded by bytes (each operation counted as its key and value plus
+//! `OP_OVERHEAD`), not by a count, and allocates as it fills. When it is full a store is not
+//! persisted (it stays in the memory tier) and counted: a cache must never make its caller,
+//! often a driver thread, wait for a disk or a network. `flush` waits until everything
+//! queued before it is written to every tier and made durable. Closing drains the queue,
+//! makes it durable and joins the thread.
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use bytes::Bytes;
+
+use crate::metrics::Counter;
+use crate::tier::{Tier, WriteContext, WriteOp};
+
+/// Operations per batch at most, and bytes per batch at most (a batch may hold a lock).
+const BATCH_OPS: usize = 4096;
+const BATCH_BYTES: u64 = 8 << 20;
+/// What one queued operation costs beyond its key and value (the channel slot, the `Bytes`
+/// handles), so that a flood of tiny stores is bounded too.
+const OP_OVERHEAD: u64 = 96;
+
+type Reply = SyncSender<io::Result<()>>;
+/// A task run on the writer thread between batches (disk compaction).
+pub(crate) type Task = Box<dyn FnOnce() -> io::Result<()> + Send>;
+/// Whether the memory tier still holds a key.
+pub(crate) type HotFn = Box<dyn Fn(&[u8]) -> bool + Send>;
+
+enum Op {
+    /// Store into the tiers `0..upto` (all of them, or those above the tier a value was
+    /// found in).
+    Put {
+        key: Bytes,
+        value: Bytes,
+        upto: usize,
+    },
+    Remove(Bytes),
+    Flush(Reply),
+    Clear(Reply),
+    Run(Task, Reply),
+    Close,
+}
+
+/// Queues operations for the writer thread; cheap to clone (promotions of late reads and
+/// preloaded entries queue from other threads).
+#[derive(Clone, Debug)]
+pub(crate) struct Queue {
+    tx: Sender<Op>,
+    queued_bytes: Arc<AtomicU64>,
+    max_queued_bytes: u64,
+    dropped: Arc<Counter>,
+    tiers: usize,
+}
+
+impl Queue {
+    /// Queues a store into every tier; `false` (and counted) if the queue is full.
+    pub(crate) fn put(&self, key: Bytes, value: Bytes) -> bool {
+        self.put_above(key, value, self.tiers)
+    }
+
+    /// Queues a store into the tiers above tier `tier` (a value found there).
+    pub(crate) fn put_above(&self, key: Bytes, value: Bytes, tier: usize) -> bool {
+        if tier == 0 {
+            return true;
+        }
+        self.enqueue(Op::Put {
+            key,
+            value,
+            upto: tier,
+        })
+    }
+
+    /// Queues a removal from every tier; `false` if the queue is full.
+    pub(crate) fn remove(&self, key: Bytes) -> bool {
+        self.enqueue(Op::Remove(key))
+    }
+
+    /// Stores not queued because the queue was full.
+    pub(crate) fn dropped(&self) -> u64 {
+        self.dropped.get()
+    }
+
+    /// Bytes waiting now.
+    pub(crate) fn queued_bytes(&self) -> u64 {
+        self.queued_bytes.load(Ordering::Acquire)
+    }
+
+    fn enqueue(&self, op: Op) -> bool {
+        let size = op_size(&op);
+        let queued = self.queued_bytes.fetch_add(size, Ordering::AcqRel);
+        let sent = queued + size <= self.max_queued_bytes && self.tx.send(op).is_ok();
+        if !sent {
+            self.queued_bytes.fetch_sub(size, Ordering::AcqRel);
+            self.dropped.incr();
+        }
+        sent
+    }
+
+    fn call(&self, op: impl FnOnce(Reply) -> Op) -> io::Result<()> {
+        let (reply_tx, reply_rx) = mpsc::sync_channel(1);
+        self.tx
+            .send(op(reply_tx))
+            .map_err(|_| io::Error::other("write-behind thread has stopped"))?;
+        reply_rx
+            .recv()
+            .map_err(|_| io::Error::other("write-behind thread has stopped"))?
+    }
+}
+
+/// The writer thread of one cache and its queue.
+#[derive(Debug)]
+pub(crate) struct WriteBehind {
+    queue: Queue,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl WriteBehind {
+    /// Starts the thread that writes to `tiers`, in their order.
+    pub(crate) fn spawn(
+        tiers: Vec<Arc<dyn Tier>>,
+        hot: HotFn,
+        max_queued_bytes: u64,
+    ) -> io::Result<Self> {
+        let (tx, rx) = mpsc::channel();
+        let queue = Queue {
+            tx,
+            queued_bytes: Arc::new(AtomicU64::new(0)),
+            max_queued_bytes,
+            dropped: Arc::new(Counter::new()),
+            tiers: tiers.len(),
+        };
+        let worker = Worker {
+            tiers,
+            hot,
+            queued_bytes: Arc::clone(&queue.queued_bytes),
+        };
+        let thread = std::thread::Builder::new()
+            .name("gpucache-writer".into())
+            .spawn(move || worker.run(rx))?;
+        Ok(Self {
+            queue,
+            thread: Some(thread),
+        })
+    }
+
+    pub(crate) fn queue(&self) -> &Queue {
+        &self.queue
+    }
+
+    /// Writes everything queued so far to every tier and makes it durable; the first
+    /// tier's error, if any.
+    pub(crate) fn flush(&self) -> io::Result<()> {
+        self.queue.call(Op::Flush)
+    }
+
+    /// Drops what is queued and clears every tier.
+    pub(crate) fn clear(&self) -> io::Result<()> {
+        self.queue.call(Op::Clear)
+    }
+
+    /// Runs `task` on the writer thread after what is queued now has been written.
+    pub(crate) fn run(&self, task: Task) -> io::Result<()> {
+        self.queue.call(|reply| Op::Run(task, reply))
+    }
+}
+
+impl Drop for WriteBehind {
+    fn drop(&mut self) {
+        // Other queue handles (a reader thread's) may outlive this: close explicitly.
+        let _ = self.queue.tx.send(Op::Close);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+struct Worker {
+    tiers: Vec<Arc<dyn Tier>>,
+    hot: HotFn,
+    queued_bytes: Arc<AtomicU64>,
+}
+
+impl Worker {
+    fn run(self, rx: Receiver<Op>) {
+        while let Ok(first) = rx.recv() {
+            let mut batch = vec![first];
+            let mut bytes = 0u64;
+            while batch.len() < BATCH_OPS && bytes < BATCH_BYTES {
+                match rx.try_recv() {
+                    Ok(op) => {
+                        bytes += op_size(&op);
+                        batch.push(op);
+                    }
+                    Err(_) => break,
+                }
+            }
+            if !self.process(batch) {
+                return;
+            }
+        }
+    }
+
+    /// Writes runs of stores between barriers; answers each barrier after what precedes it.
+    /// Returns `false` once the cache is closing.
+    fn process(&self, ops: Vec<Op>) -> bool {
+        let mut pending: Vec<Op> = Vec::new();
+        for op in ops {
+            match op {
+                Op::Put { .. } | Op::Remove(_) => pending.push(op),
+                Op::Flush(reply) => {
+                    let result = self.write(std::mem::take(&mut pending), true);
+                    let _ = reply.send(result);
+                }
+                Op::Clear(reply) => {
+                    self.account(&pending);
+                    pending.clear();
+                    let result = first_error(self.tiers.iter().map(|t| t.clear()));
+                    let _ = reply.send(result);
+                }
+                Op::Run(task, reply) => {
+                    let _ = self.write(std::mem::take(&mut pending), false);
+                    let _ = reply.send(task());
+                }
+                Op::Close => {
+                    // Make what was written durable; later operations are dropped.
+                    let _ = self.write(std::mem::take(&mut pending), true);
+                    return false;
+                }
+            }
+        }
+        if !pending.is_empty() {
+            let _ = self.write(pending, false);
+        }
+        true
+    }
+
+    /// Hands `ops` to every tier they are meant for; the first error, if any.
+    fn write(&self, ops: Vec<Op>, durable: bool) -> io::Result<()> {
+        let hot = |key: &[u8]| (self.hot)(key);
+        let ctx = WriteContext::new(&hot, durable);
+        let mut result = Ok(());
+        let mut writes = Vec::with_capacity(ops.len());
+        for (i, tier) in self.tiers.iter().enumerate() {
+            writes.clear();
+            writes.extend(ops.iter().filter_map(|op| match op {
+                Op::Put { key, value, upto } if i < *upto => Some(WriteOp::Put { key, value }),
+                Op::Remove(key) => Some(WriteOp::Remove { key }),
+                _ => None,
+            }));
+            if writes.is_empty() && !durable {
+                continue;
+            }
+            if let Err(e) = tier.write(&writes, &ctx) {
+                if result.is_ok() {
+                    result = Err(e);
+                }
+            }
+        }
+        self.account(&ops);
+        result
+    }
+
+    /// Takes `ops` off the queue's byte count.
+    fn account(&self, ops: &[Op]) {
+        let size: u64 = ops.iter().map(op_size).sum();
+        self.queued_bytes.fetch_sub(size, Ordering::AcqRel);
+    }
+}
+
+fn first_error(results: impl Iterator<Item = io::Result<()>>) -> io::Result<()> {
+    let mut first = Ok(());
+    for r in results {
+        if first.is_ok() {
+            first = r;
+        }
+    }
+    first
+}
+
+fn op_size(op: &Op) -> u64 {
+    match op {
+        Op::Put { key, value, .. } => (key.len() + value.len()) as u64 + OP_OVERHEAD,
+        Op::Remove(k) => k.len() as u64 + OP_OVERHEAD,
+        _ => 0,
+    }
+}

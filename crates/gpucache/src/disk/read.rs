@@ -1,0 +1,225 @@
+//! The read side of the disk tier: lookups, the multi-process index refresh, and the
+//! start-up preload's sequential reads.
+//!
+//! Reads take no file lock: a record is found through the in-memory index, read with one
+//! positioned read and checked (CRC, lengths, key hash, full key) before it is returned, so
+//! a record that another process is appending, evicting or compacting is at worst a miss.
+
+use std::fs::File;
+use std::io::{self, ErrorKind};
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use super::dir;
+use super::format::{
+    decode_record, decode_segment_header, disk_hash, record_key_value, RecordHeader, SegmentFile,
+    RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
+};
+use super::index::{whole_entries, Loc};
+use super::DiskTier;
+use crate::tier::PreloadSink;
+use crate::Lookup;
+
+/// How often a miss may re-read the index files for other processes' appends.
+const REFRESH_INTERVAL: Duration = Duration::from_millis(20);
+
+impl DiskTier {
+    /// Looks `key` up on disk, reading and checking its record.
+    pub(crate) fn lookup(&self, key: &[u8]) -> Lookup {
+        let hash = disk_hash(key);
+        let mut found = self.index.read().get(hash);
+        if found.is_none() && self.refresh_due() {
+            // Another process may have stored it since we last looked.
+            if self.refresh().is_ok() {
+                found = self.index.read().get(hash);
+            }
+        }
+        let Some(loc) = found else {
+            return Lookup::Miss;
+        };
+        match self.read_record(hash, loc) {
+            Some((header, bytes)) => {
+                if record_key_value(&bytes, &header).0 != key {
+                    return Lookup::Collision;
+                }
+                self.counters.add_read_hit();
+                let key_end = RECORD_HEADER_LEN + header.key_len as usize;
+                Lookup::Hit(Bytes::from(bytes).slice(key_end..))
+            }
+            None => Lookup::Miss,
+        }
+    }
+
+    /// Whether a key with this key's disk hash is indexed (its record is not read).
+    pub(crate) fn has_hash_of(&self, key: &[u8]) -> bool {
+        self.index.read().get(disk_hash(key)).is_some()
+    }
+
+    /// Reads and checks the value record at `loc`; a bad or vanished record is forgotten,
+    /// counted and reported as `None`.
+    pub(crate) fn read_record(&self, hash: u64, loc: Loc) -> Option<(RecordHeader, Vec<u8>)> {
+        self.read_checked(hash, loc)
+            .filter(|(h, _)| !h.is_tombstone())
+    }
+
+    /// Reads and checks the record at `loc`, value or tombstone (compaction copies both).
+    pub(crate) fn read_raw(&self, hash: u64, loc: Loc) -> Option<(RecordHeader, Vec<u8>)> {
+        self.read_checked(hash, loc)
+    }
+
+    fn read_checked(&self, hash: u64, loc: Loc) -> Option<(RecordHeader, Vec<u8>)> {
+        let mut buf = vec![0u8; loc.record_len() as usize];
+        let read = self
+            .data_file(loc.seg)
+            .and_then(|f| f.read_exact_at(&mut buf, u64::from(loc.offset)));
+        if let Err(e) = read {
+            if e.kind() != ErrorKind::NotFound && e.kind() != ErrorKind::UnexpectedEof {
+                self.counters.add_read_error(&e);
+            } else {
+                self.counters.add_corrupt(1);
+            }
+            self.index.write().forget(hash, loc);
+            return None;
+        }
+        match decode_record(&buf, self.cfg.segment_bytes.max(loc.record_len())) {
+            Ok(header) if loc.describes(hash, &header) => Some((header, buf)),
+            _ => {
+                self.counters.add_corrupt(1);
+                self.index.write().forget(hash, loc);
+                None
+            }
+        }
+    }
+
+    pub(crate) fn data_file(&self, seg: u32) -> io::Result<Arc<File>> {
+        if let Some(f) = self.read_files.lock().get(&seg) {
+            return Ok(Arc::clone(f));
+        }
+        let file = Arc::new(File::open(dir::data_path(&self.cfg.dir, seg))?);
+        self.read_files.lock().insert(seg, Arc::clone(&file));
+        Ok(file)
+    }
+
+    fn refresh_due(&self) -> bool {
+        self.refresh_gate.lock().elapsed() >= REFRESH_INTERVAL
+    }
+
+    /// Brings the index up to date with the index files: applies entries appended since the
+    /// last refresh and forgets segments that were deleted.
+    pub(crate) fn refresh(&self) -> io::Result<()> {
+        let mut last = self.refresh_gate.lock();
+        let ids = match dir::list_segments(&self.cfg.dir) {
+            Ok(ids) => ids,
+            Err(e) if e.kind() == ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        let known: Vec<u32> = self.index.read().segs().keys().copied().collect();
+        for seg in known.into_iter().filter(|s| ids.binary_search(s).is_err()) {
+            self.index.write().drop_segment(seg);
+            self.read_files.lock().remove(&seg);
+        }
+        for id in ids {
+            self.refresh_segment(id)?;
+        }
+        *last = Instant::now();
+        Ok(())
+    }
+
+    fn refresh_segment(&self, id: u32) -> io::Result<()> {
+        let consumed = self
+            .index
+            .read()
+            .segs()
+            .get(&id)
+            .map_or(0, |s| s.idx_consumed);
+        let file = match File::open(dir::index_path(&self.cfg.dir, id)) {
+            Ok(f) => f,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let len = file.metadata()?.len();
+        let mut start = consumed;
+        if consumed == 0 {
+            if len < SEGMENT_HEADER_LEN as u64 {
+                return Ok(()); // Being created.
+            }
+            let mut header = [0u8; SEGMENT_HEADER_LEN];
+            file.read_exact_at(&mut header, 0)?;
+            if decode_segment_header(SegmentFile::Index, &header) != Ok(id) {
+                self.counters.add_corrupt(1);
+                return Ok(()); // Ignored; the next writer removes it.
+            }
+            start = SEGMENT_HEADER_LEN as u64;
+        }
+        let mut buf = vec![0u8; whole_entries(start, len) as usize];
+        file.read_exact_at(&mut buf, start)?;
+        let skipped = self.index.write().apply_entries(id, start, &buf);
+        self.counters.add_corrupt(skipped);
+        Ok(())
+    }
+
+    /// Streams the live entries to `sink`, newest segment first and in file order within a
+    /// segment, with few large reads.
+    pub(crate) fn preload_into(&self, sink: &mut PreloadSink<'_>) {
+        let order = self.index.read().all_newest_first();
+        let mut start = 0;
+        while start < order.len() {
+            let seg = order[start].1.seg;
+            let end = start
+                + order[start..]
+                    .iter()
+                    .take_while(|(_, l)| l.seg == seg)
+                    .count();
+            if !self.read_run(&order[start..end], sink) {
+                return;
+            }
+            start = end;
+        }
+    }
+
+    /// Reads the records at `locs` (ascending offsets in one segment) in chunks of up to
+    /// 8 MiB, passing each record that checks out to `sink`; `false` when `sink` said stop.
+    fn read_run(&self, locs: &[(u64, Loc)], sink: &mut PreloadSink<'_>) -> bool {
+        const CHUNK: u64 = 8 << 20;
+        let mut i = 0;
+        while i < locs.len() {
+            let seg = locs[i].1.seg;
+            let start = u64::from(locs[i].1.offset);
+            let mut j = i;
+            while j < locs.len()
+                && locs[j].1.seg == seg
+                && u64::from(locs[j].1.offset) + locs[j].1.record_len() - start
+                    <= CHUNK.max(locs[i].1.record_len())
+            {
+                j += 1;
+            }
+            let end = u64::from(locs[j - 1].1.offset) + locs[j - 1].1.record_len();
+            let mut buf = vec![0u8; (end - start) as usize];
+            let ok = self
+                .data_file(seg)
+                .and_then(|file| file.read_exact_at(&mut buf, start))
+                .is_ok();
+            for &(hash, loc) in &locs[i..j] {
+                let at = (u64::from(loc.offset) - start) as usize;
+                let record = &buf[at..at + loc.record_len() as usize];
+                match decode_record(record, loc.record_len()) {
+                    Ok(h) if ok && loc.describes(hash, &h) => {
+                        let (key, value) = record_key_value(record, &h);
+                        if !sink(key, value) {
+                            return false;
+                        }
+                    }
+                    _ => {
+                        self.counters.add_corrupt(1);
+                        self.index.write().forget(hash, loc);
+                    }
+                }
+            }
+            i = j;
+        }
+        true
+    }
+}

@@ -1,0 +1,245 @@
+//! The disk tier: a directory of append-only segments shared by any number of processes,
+//! as a [`Tier`] of a cache.
+//!
+//! Writes come from the cache's write-behind thread ([`Tier::write`]); each batch runs
+//! under an exclusive `flock` of the directory's lock file ([`super::write`]).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, ErrorKind};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::{Mutex, RwLock};
+
+use super::dir;
+use super::format::{INDEX_ENTRY_LEN, MAX_KEY_LEN, RECORD_HEADER_LEN};
+use super::index::Index;
+use super::stats::{DiskCounters, DiskStats};
+use super::write::{Active, Batch, WriteBuffers};
+use crate::tier::{PreloadSink, Tier, TierStats, WriteContext, WriteOp};
+use crate::{Identity, Lookup};
+
+/// Settings of one disk cache.
+#[derive(Clone, Debug)]
+pub(crate) struct DiskConfig {
+    /// The cache's own directory (for driver-versioned caches, the identity's subdirectory).
+    pub dir: PathBuf,
+    pub identity: Identity,
+    pub max_bytes: u64,
+    pub max_entries: u64,
+    pub segment_bytes: u64,
+}
+
+/// What the write side keeps between batches (used by the write-behind thread only).
+#[derive(Debug, Default)]
+struct WriterState {
+    active: Option<Active>,
+    /// Kept across batches so that their capacity is allocated once.
+    buffers: WriteBuffers,
+    /// Records were written since the last fsync. A process that only read (a warm start)
+    /// closes without taking the lock or fsyncing anything.
+    unsynced: bool,
+}
+
+#[derive(Debug)]
+pub(crate) struct DiskTier {
+    pub(super) cfg: DiskConfig,
+    /// False for a read-only directory, or after another identity took the directory over.
+    pub(super) writable: AtomicBool,
+    pub(super) index: RwLock<Index>,
+    /// Serializes refreshes; holds when the last one ran.
+    pub(super) refresh_gate: Mutex<Instant>,
+    /// Data files open for reading, by segment.
+    pub(super) read_files: Mutex<HashMap<u32, Arc<File>>>,
+    pub(super) counters: DiskCounters,
+    writer: Mutex<WriterState>,
+}
+
+impl DiskTier {
+    /// Opens (creating if needed) the cache directory, wiping it if it belongs to another
+    /// format version or identity, and loads the index. Cost: proportional to the number of
+    /// entries (the index files), not to the bytes stored.
+    pub(crate) fn open(cfg: DiskConfig) -> io::Result<DiskTier> {
+        if let Err(e) = std::fs::create_dir_all(&cfg.dir) {
+            if !cfg.dir.is_dir() {
+                return Err(e);
+            }
+        }
+        let (lock, writable) = dir::open_lock(&cfg.dir)?;
+        if writable {
+            lock.lock()?;
+            let result = ensure_identity(&cfg.dir, &cfg.identity);
+            lock.unlock()?;
+            result?;
+        } else if dir::read_meta(&cfg.dir)?.as_ref() != Some(&cfg.identity) {
+            return Err(io::Error::new(
+                ErrorKind::PermissionDenied,
+                "read-only cache directory holds another identity or format version",
+            ));
+        }
+        let disk = DiskTier {
+            cfg,
+            writable: AtomicBool::new(writable),
+            index: RwLock::new(Index::default()),
+            refresh_gate: Mutex::new(Instant::now()),
+            read_files: Mutex::new(HashMap::new()),
+            counters: DiskCounters::default(),
+            writer: Mutex::new(WriterState::default()),
+        };
+        if !writable {
+            disk.counters
+                .set_error("cache directory is read-only: serving what is there, writing nothing");
+        }
+        disk.refresh()?;
+        Ok(disk)
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.cfg.dir
+    }
+
+    /// Makes this process stop writing to the directory (it is being deleted).
+    pub(crate) fn stop_writing(&self) {
+        self.writable.store(false, Ordering::Release);
+    }
+
+    pub(crate) fn is_writable(&self) -> bool {
+        self.writable.load(Ordering::Acquire)
+    }
+
+    /// Rewrites every sealed segment that holds dead records (reclaims all dead space), and
+    /// fsyncs. Called on the write-behind thread, after what was queued before it.
+    pub(crate) fn compact(&self) -> io::Result<()> {
+        let mut w = self.writer.lock();
+        let result = self.with_batch(&mut w, |b| b.compact(true).and_then(|()| b.sync()));
+        w.unsynced = result.is_err();
+        result
+    }
+
+    /// Counters and gauges.
+    pub(crate) fn disk_stats(&self) -> DiskStats {
+        let (entries, live_bytes, file_bytes, segments) = {
+            let ix = self.index.read();
+            let (e, l, f) = ix.totals();
+            (e, l, f, ix.segs().len() as u64)
+        };
+        self.counters.snapshot(
+            entries,
+            live_bytes,
+            file_bytes,
+            segments,
+            self.is_writable(),
+        )
+    }
+
+    /// Checks the index's invariants (tests and fuzzing only).
+    #[cfg(any(test, fuzzing))]
+    pub(crate) fn validate(&self) {
+        self.index.read().validate();
+    }
+
+    /// Runs `f` in a locked batch; errors are counted and logged, never propagated as panics.
+    fn with_batch(
+        &self,
+        w: &mut WriterState,
+        f: impl FnOnce(&mut Batch<'_>) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let result = self
+            .begin_batch(&mut w.active, &mut w.buffers)
+            .and_then(|mut batch| f(&mut batch));
+        if let Err(e) = &result {
+            if self.is_writable() {
+                self.counters.add_write_error(e);
+            }
+            // Reopen the segment next time: its lengths may be unknown after a failure.
+            w.active = None;
+        }
+        result
+    }
+}
+
+impl Tier for DiskTier {
+    fn name(&self) -> &str {
+        "disk"
+    }
+
+    fn read(&self, key: &[u8]) -> Lookup {
+        self.lookup(key)
+    }
+
+    fn write(&self, ops: &[WriteOp<'_>], ctx: &WriteContext<'_>) -> io::Result<()> {
+        let mut w = self.writer.lock();
+        let sync = ctx.durable() && (w.unsynced || !ops.is_empty());
+        if ops.is_empty() && !sync {
+            return Ok(());
+        }
+        let result = self.with_batch(&mut w, |batch| {
+            for op in ops {
+                let (key, value) = match op {
+                    WriteOp::Put { key, value } => (key, Some(&value[..])),
+                    WriteOp::Remove { key } => (key, None),
+                };
+                if key.len() > MAX_KEY_LEN {
+                    // Such a key is never on disk: nothing to remove, nothing to store.
+                    if value.is_some() {
+                        self.counters.add_too_large();
+                    }
+                    continue;
+                }
+                batch.push(key, value)?;
+            }
+            batch.write_out()?;
+            batch.enforce_limits(&|key| ctx.is_hot(key))?;
+            batch.compact(false)?;
+            if sync {
+                batch.sync()?;
+            }
+            Ok(())
+        });
+        // After an error, what reached the files is unknown: fsync at the next chance.
+        w.unsynced = if sync {
+            result.is_err()
+        } else {
+            w.unsynced || !ops.is_empty()
+        };
+        result
+    }
+
+    fn clear(&self) -> io::Result<()> {
+        let mut w = self.writer.lock();
+        self.with_batch(&mut w, |b| b.clear())
+    }
+
+    fn preload(&self, sink: &mut PreloadSink<'_>) {
+        self.preload_into(sink);
+    }
+
+    fn would_overflow(&self, key_len: usize, value_len: usize) -> bool {
+        let record = (RECORD_HEADER_LEN + INDEX_ENTRY_LEN + key_len + value_len) as u64;
+        self.index.read().totals().2 + record > self.cfg.max_bytes
+    }
+
+    fn stats(&self) -> TierStats {
+        let d = self.disk_stats();
+        let mut s = TierStats::new("disk");
+        s.entries = d.entries;
+        s.bytes = d.file_bytes;
+        s.hits = d.read_hits;
+        s.errors = d.read_errors + d.write_errors;
+        s.last_error = d.last_error;
+        s
+    }
+}
+
+/// Makes `dir` belong to `identity`: a missing, corrupt or different meta file wipes the
+/// directory's contents and writes ours. Called under the directory lock.
+fn ensure_identity(dir: &Path, identity: &Identity) -> io::Result<()> {
+    if dir::read_meta(dir)?.as_ref() == Some(identity) {
+        return Ok(());
+    }
+    dir::remove_contents(dir)?;
+    dir::write_meta(dir, identity)
+}
