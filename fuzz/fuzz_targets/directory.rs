@@ -2,7 +2,8 @@
 //! the input and writing to it must never panic, and a value read back must be one written.
 #![no_main]
 
-use gpucache::fuzzing::{encode_meta, encode_segment_header, Meta, SegmentFile};
+use gpucache::fuzzing::{encode_meta, encode_segment_header, SegmentFile};
+use gpucache::Identity;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -10,11 +11,7 @@ fuzz_target!(|data: &[u8]| {
     // A valid meta file for the default identity, so the segments are parsed rather than
     // wiped; the input is split into an index file and a data file, each behind a valid
     // header half of the time.
-    let meta = encode_meta(&Meta {
-        flags: 0,
-        cache_version: 0,
-        identity: Vec::new(),
-    });
+    let meta = encode_meta(&Identity::default());
     let (idx, dat) = data.split_at(data.len() / 2);
     let with_header = |kind, body: &[u8]| {
         let mut file = Vec::new();
@@ -40,4 +37,5 @@ fuzz_target!(|data: &[u8]| {
     cache.insert(b"fuzz", b"value".to_vec()).expect("store");
     cache.flush().ok();
     assert_eq!(cache.get(b"fuzz").as_deref(), Some(&b"value"[..]));
+    cache.validate();
 });

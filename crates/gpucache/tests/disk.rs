@@ -35,6 +35,35 @@ fn open(dir: &Path) -> Cache {
     builder(dir).open().unwrap()
 }
 
+/// Found by the `cache_ops` fuzz target: a preload still running when the cache is cleared
+/// put entries it had read before the clear back into memory.
+#[test]
+fn a_clear_during_the_preload_stays_cleared() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let c = open(dir.path());
+        for i in 0..20_000 {
+            c.insert(&key(i), value_for(i, 1, 200)).unwrap();
+        }
+    }
+    for _ in 0..5 {
+        let c = open(dir.path());
+        c.clear().unwrap();
+        c.wait_for_preload();
+        assert!(
+            c.memory().is_empty(),
+            "{} entries came back",
+            c.memory().len()
+        );
+        assert!((0..20_000).step_by(97).all(|i| c.get(&key(i)).is_none()));
+        drop(c);
+        let c = open(dir.path());
+        for i in 0..20_000 {
+            c.insert(&key(i), value_for(i, 1, 200)).unwrap();
+        }
+    }
+}
+
 #[test]
 fn entries_survive_a_reopen() {
     let dir = tempfile::tempdir().unwrap();

@@ -468,8 +468,12 @@ impl Cache {
     }
 
     /// Removes every entry from every tier. Fails if the disk tier exists but this process
-    /// cannot write to it (memory is cleared all the same).
+    /// cannot write to it (memory is cleared all the same). A start-up preload still running
+    /// is stopped first, so that it cannot put back what was cleared.
     pub fn clear(&self) -> Result<()> {
+        if let Some(preload) = &self.preload {
+            preload.stop();
+        }
         self.memory.clear();
         self.writer_or_read_only()?
             .map_or(Ok(()), |w| Ok(w.clear()?))
@@ -605,7 +609,7 @@ const KEEP_NEWER: InsertMode = InsertMode::REPLACE.refuse_existing(true);
 
 impl Drop for Cache {
     fn drop(&mut self) {
-        if let Some(preload) = self.preload.take() {
+        if let Some(preload) = &self.preload {
             preload.stop();
         }
         // Readers first: a late value they hand over still finds the writer.

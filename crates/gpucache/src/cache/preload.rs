@@ -25,7 +25,7 @@ const GIVE_UP_AFTER_FULL: u32 = 64;
 pub(crate) struct Preload {
     stop: Arc<AtomicBool>,
     done: Arc<(Mutex<bool>, Condvar)>,
-    thread: Option<JoinHandle<()>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Preload {
@@ -56,7 +56,7 @@ impl Preload {
         Ok(Self {
             stop,
             done,
-            thread: Some(thread),
+            thread: Mutex::new(Some(thread)),
         })
     }
 
@@ -68,10 +68,11 @@ impl Preload {
         }
     }
 
-    /// Stops the preload and joins its thread.
-    pub(crate) fn stop(mut self) {
+    /// Stops the preload and joins its thread: once this returns, nothing more is put in
+    /// memory by it (a clear must not be undone by entries read before it).
+    pub(crate) fn stop(&self) {
         self.stop.store(true, Ordering::Release);
-        if let Some(thread) = self.thread.take() {
+        if let Some(thread) = self.thread.lock().take() {
             let _ = thread.join();
         }
     }

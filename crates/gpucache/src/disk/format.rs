@@ -387,6 +387,16 @@ mod tests {
     }
 
     #[test]
+    fn unknown_meta_flags_are_refused() {
+        let mut b = encode_meta(&Identity::new(b"x".to_vec()));
+        b[12] = 0b11; // Driver-versioned and a flag no build knows yet.
+        b.truncate(b.len() - 4);
+        let crc = crc32c::crc32c(&b);
+        b.extend_from_slice(&crc.to_le_bytes());
+        assert_eq!(decode_meta(&b), Err(FormatError::Invalid("meta flags")));
+    }
+
+    #[test]
     fn hostile_lengths_are_refused_before_reading() {
         let mut rec = Vec::new();
         encode_record(&mut rec, b"k", b"v", 0);

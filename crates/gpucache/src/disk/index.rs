@@ -173,12 +173,15 @@ impl Index {
         Ok((index, bad_segments, skipped))
     }
 
-    /// Forgets `key_hash` if it still points at `loc` (a record found bad or gone).
-    pub(crate) fn forget(&mut self, key_hash: u64, loc: Loc) {
-        if self.map.get(&key_hash) == Some(&loc) {
-            self.map.remove(&key_hash);
-            self.unaccount(loc);
+    /// Forgets `key_hash` if it still points at `loc` (a record found bad or gone); whether
+    /// it did (`false`: the key's latest record is elsewhere now, so `loc` was not damage).
+    pub(crate) fn forget(&mut self, key_hash: u64, loc: Loc) -> bool {
+        if self.map.get(&key_hash) != Some(&loc) {
+            return false;
         }
+        self.map.remove(&key_hash);
+        self.unaccount(loc);
+        true
     }
 
     /// Forgets a segment and every key whose latest record is in it.

@@ -121,7 +121,7 @@ pub struct DirStats {
     /// Bytes of every `seg-*` file in the directory, as the file system reports them.
     pub file_bytes: u64,
     /// Bytes of records that are not live (overwritten, removed, tombstones): what
-    /// [`compact`] reclaims.
+    /// [`compact`](crate::inspect::compact) reclaims.
     pub dead_bytes: u64,
 }
 
