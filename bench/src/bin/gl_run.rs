@@ -3,14 +3,33 @@
 //! prints its report (`name value` lines). Mesa's own disk cache is chosen by the caller's
 //! environment (`MESA_SHADER_CACHE_*`).
 //!
-//! Usage: `gl_run --callbacks none|gpucache|floor [--cache-path P] [--corpus DIR]
-//! [--variants N] [--limit N] [--pixels FILE]`.
+//! Usage: `gl_run --callbacks none|gpucache|floor [--cache-path P] [--programs
+//! source|cache|floor] [--programs-path P] [--api gl|gles] [--corpus DIR] [--variants N]
+//! [--limit N] [--pixels FILE] [--histograms FILE]`.
 
 use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::Parser;
-use gpucache_bench::gl::{corpus, run_once, Callbacks, RunOptions};
+use gpucache_bench::gl::{corpus, run_once, Api, Callbacks, ProgramMode, RunOptions};
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Programs {
+    /// Compile and link from source.
+    Source,
+    /// gpucache-gl's program cache in --programs-path (a directory).
+    Cache,
+    /// glProgramBinary from binaries read from --programs-path (a file) first.
+    Floor,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ApiArg {
+    /// Desktop GL 4.5 compatibility.
+    Gl,
+    /// OpenGL ES 3.
+    Gles,
+}
 
 #[derive(Parser)]
 struct Args {
@@ -20,6 +39,18 @@ struct Args {
     /// gpucache's directory, or the floor's file.
     #[arg(long)]
     cache_path: Option<PathBuf>,
+    /// How programs are linked.
+    #[arg(long, value_enum, default_value = "source")]
+    programs: Programs,
+    /// The program cache's directory, or the binary floor's file.
+    #[arg(long)]
+    programs_path: Option<PathBuf>,
+    /// The context's API.
+    #[arg(long, value_enum, default_value = "gl")]
+    api: ApiArg,
+    /// Write the program cache's histograms of this run here.
+    #[arg(long)]
+    histograms: Option<PathBuf>,
     /// The corpus (default: what scripts/fetch-corpus downloads).
     #[arg(long)]
     corpus: Option<PathBuf>,
@@ -36,14 +67,33 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    let programs_path = || {
+        args.programs_path
+            .clone()
+            .context("--programs cache|floor needs --programs-path")
+    };
     let options = RunOptions {
         callbacks: args.callbacks,
+        programs: match args.programs {
+            Programs::Source => ProgramMode::Source,
+            Programs::Cache => ProgramMode::Cache(programs_path()?),
+            Programs::Floor => ProgramMode::Floor(programs_path()?),
+        },
+        api: match args.api {
+            ApiArg::Gl => Api::Gl,
+            ApiArg::Gles => Api::Gles,
+        },
+        build_id: "gpucache-bench".into(),
         corpus: args.corpus.unwrap_or_else(corpus::default_dir),
         variants: args.variants,
         cache_path: args.cache_path,
         limit: args.limit,
     };
-    let (report, drawn) = run_once(&options)?;
+    let (report, drawn, histograms) = run_once(&options)?;
+    if let (Some(path), Some(h)) = (&args.histograms, &histograms) {
+        std::fs::write(path, gpucache_gl::report::histograms_text(h))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     if let Some(path) = args.pixels {
         let lines: String = drawn
             .iter()

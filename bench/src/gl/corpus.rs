@@ -1,9 +1,11 @@
 //! The kodi shadertoy corpus (fetched by `scripts/fetch-corpus`) turned into complete GLSL
-//! 1.50 fragment shaders, optionally under several `#define` variants each.
+//! 1.50 (desktop GL) or GLSL ES 3.00 fragment shaders, optionally under several `#define`
+//! variants each.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _, Result};
+use gpucache_gl::Api;
 
 /// One fragment shader to compile, link and draw.
 #[derive(Clone, Debug)]
@@ -55,17 +57,29 @@ void main() {
 }
 ";
 
-/// A full-screen triangle from `gl_VertexID`, no attributes.
-pub const VERTEX_SHADER: &str = "#version 150
+const VERTEX_BODY: &str = "
 void main() {
     vec2 p = vec2(float((gl_VertexID & 1) << 2) - 1.0, float((gl_VertexID & 2) << 1) - 1.0);
     gl_Position = vec4(p, 0.0, 1.0);
 }
 ";
 
+/// The `#version` line (and precision, for GLES) of `api`.
+fn version_line(api: Api) -> &'static str {
+    match api {
+        Api::Gl => "#version 150\n",
+        Api::Gles => "#version 300 es\nprecision highp float;\nprecision highp int;\n",
+    }
+}
+
+/// A full-screen triangle from `gl_VertexID`, no attributes.
+pub fn vertex_shader(api: Api) -> String {
+    format!("{}{VERTEX_BODY}", version_line(api))
+}
+
 /// The corpus's shaders in file-name order, each under `variants` `#define` variants
-/// (1 = the sources as they are).
-pub fn load(dir: &Path, variants: usize) -> Result<Vec<Program>> {
+/// (1 = the sources as they are), for `api`.
+pub fn load(dir: &Path, variants: usize, api: Api) -> Result<Vec<Program>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| {
             format!(
@@ -104,7 +118,7 @@ pub fn load(dir: &Path, variants: usize) -> Result<Vec<Program>> {
             };
             programs.push(Program {
                 name,
-                fragment: format!("#version 150\n{define}{HEADER}{body}{MAIN}"),
+                fragment: format!("{}{define}{HEADER}{body}{MAIN}", version_line(api)),
             });
         }
     }

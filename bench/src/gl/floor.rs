@@ -32,29 +32,50 @@ pub struct FloorStats {
 
 /// Fills the map from `path` (a missing file is an empty map).
 pub fn load(path: &Path) -> Result<()> {
-    let mut map = HashMap::new();
-    match std::fs::read(path) {
-        Ok(bytes) => {
-            let mut rest = &bytes[..];
-            while !rest.is_empty() {
-                if rest.len() < 8 {
-                    bail!("{} is truncated", path.display());
-                }
-                let k = u32::from_le_bytes(rest[0..4].try_into().unwrap()) as usize;
-                let v = u32::from_le_bytes(rest[4..8].try_into().unwrap()) as usize;
-                rest = &rest[8..];
-                if rest.len() < k + v {
-                    bail!("{} is truncated", path.display());
-                }
-                map.insert(rest[..k].to_vec(), rest[k..k + v].to_vec());
-                rest = &rest[k + v..];
-            }
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+    let map = match std::fs::read(path) {
+        Ok(bytes) => read_pairs(&bytes)
+            .with_context(|| path.display().to_string())?
+            .into_iter()
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => HashMap::new(),
         Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
-    }
+    };
     *MAP.write() = Some(map);
     Ok(())
+}
+
+/// The `(key, value)` pairs of a file in the format above.
+pub fn read_pairs(bytes: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut pairs = Vec::new();
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        if rest.len() < 8 {
+            bail!("truncated");
+        }
+        let k = u32::from_le_bytes(rest[0..4].try_into().unwrap()) as usize;
+        let v = u32::from_le_bytes(rest[4..8].try_into().unwrap()) as usize;
+        rest = &rest[8..];
+        if rest.len() < k + v {
+            bail!("truncated");
+        }
+        pairs.push((rest[..k].to_vec(), rest[k..k + v].to_vec()));
+        rest = &rest[k + v..];
+    }
+    Ok(pairs)
+}
+
+/// A file in the format above, pairs sorted by key.
+pub fn write_pairs(pairs: impl IntoIterator<Item = (Vec<u8>, Vec<u8>)>) -> Vec<u8> {
+    let mut pairs: Vec<_> = pairs.into_iter().collect();
+    pairs.sort();
+    let mut out = Vec::new();
+    for (key, value) in pairs {
+        out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+        out.extend_from_slice(&key);
+        out.extend_from_slice(&value);
+    }
+    out
 }
 
 /// Writes the map to `path` if a `set` changed it; returns the values' total bytes.
@@ -65,16 +86,7 @@ pub fn save(path: &Path) -> Result<u64> {
     };
     let values: u64 = map.values().map(|v| v.len() as u64).sum();
     if CHANGED.load(Ordering::Acquire) {
-        let mut out = Vec::new();
-        let mut keys: Vec<_> = map.keys().collect();
-        keys.sort();
-        for key in keys {
-            let value = &map[key];
-            out.extend_from_slice(&(key.len() as u32).to_le_bytes());
-            out.extend_from_slice(&(value.len() as u32).to_le_bytes());
-            out.extend_from_slice(key);
-            out.extend_from_slice(value);
-        }
+        let out = write_pairs(map.iter().map(|(k, v)| (k.clone(), v.clone())));
         let tmp = path.with_extension("tmp");
         std::fs::write(&tmp, &out).with_context(|| format!("writing {}", tmp.display()))?;
         std::fs::rename(&tmp, path)?;

@@ -6,7 +6,6 @@
 //! `warm_start` and the tests start it under the environment of each case.
 
 pub mod cases;
-pub mod context;
 pub mod corpus;
 pub mod floor;
 pub mod mesa;
@@ -21,7 +20,7 @@ use anyhow::{bail, Context as _, Result};
 
 use crate::disk::measure::ms;
 
-pub use context::GlContext;
+pub use gpucache_gl::{Api, GlContext};
 pub use report::RunReport;
 
 /// Which callbacks a run installs after `eglCreateContext`.
@@ -35,11 +34,28 @@ pub enum Callbacks {
     Floor,
 }
 
+/// How a run links its programs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProgramMode {
+    /// From source (Mesa's disk cache or the callbacks may still serve the driver's work).
+    Source,
+    /// Through gpucache-gl's program cache in this directory.
+    Cache(PathBuf),
+    /// With `glProgramBinary` from binaries held in memory, read from this file first.
+    Floor(PathBuf),
+}
+
 /// What one process does.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
     /// The callbacks.
     pub callbacks: Callbacks,
+    /// How programs are linked.
+    pub programs: ProgramMode,
+    /// The context's API.
+    pub api: Api,
+    /// The build id the program cache is opened with.
+    pub build_id: String,
     /// The corpus folder.
     pub corpus: PathBuf,
     /// `#define` variants per shader (1 = 80 programs, 10 = 800).
@@ -50,9 +66,16 @@ pub struct RunOptions {
     pub limit: Option<usize>,
 }
 
-/// Runs the whole job in this process and reports it.
-pub fn run_once(options: &RunOptions) -> Result<(RunReport, Vec<programs::Drawn>)> {
-    let mut programs = corpus::load(&options.corpus, options.variants)?;
+/// Runs the whole job in this process and reports it, with the program cache's histograms
+/// of the run when it used one.
+pub fn run_once(
+    options: &RunOptions,
+) -> Result<(
+    RunReport,
+    Vec<programs::Drawn>,
+    Option<gpucache_gl::HistogramSet>,
+)> {
+    let mut programs = corpus::load(&options.corpus, options.variants, options.api)?;
     if let Some(limit) = options.limit {
         programs.truncate(limit);
     }
@@ -71,13 +94,56 @@ pub fn run_once(options: &RunOptions) -> Result<(RunReport, Vec<programs::Drawn>
         Callbacks::Floor => floor::load(&cache_path()?)?,
     }
     let setup = setup.elapsed();
-    let context = GlContext::create(|ctx| match options.callbacks {
+    let context = GlContext::create_with(options.api, |ctx| match options.callbacks {
         Callbacks::None => Ok(()),
         Callbacks::Gpucache => install_gpucache(ctx),
-        Callbacks::Floor => ctx.install_blob_funcs(floor::set, floor::get),
+        Callbacks::Floor => Ok(ctx.install_blob_funcs(floor::set, floor::get)?),
     })?;
-    let (drawn, timings) = programs::draw_all(&context.gl, &programs)?;
-    let create = context.create_time;
+    let vertex = corpus::vertex_shader(options.api);
+    let link_setup = std::time::Instant::now();
+    let (drawn, timings, counts, histograms) = match &options.programs {
+        ProgramMode::Source => {
+            let (d, t, c) =
+                programs::draw_all(&context, &vertex, &programs, programs::Linker::Source)?;
+            (d, t, c, None)
+        }
+        ProgramMode::Cache(dir) => {
+            let identity = gpucache_gl::GlIdentity::query(
+                &context.gl(),
+                options.api,
+                options.build_id.clone(),
+            );
+            let cache = gpucache_gl::ProgramCache::builder()
+                .directory(dir)
+                .open(&identity)?;
+            let opened = link_setup.elapsed();
+            let (d, mut t, c) = programs::draw_all(
+                &context,
+                &vertex,
+                &programs,
+                programs::Linker::Cache(&cache),
+            )?;
+            // Opening the program cache is part of having every program linked.
+            t.link += opened;
+            let h = cache.histograms();
+            cache.flush()?;
+            (d, t, c, Some(h))
+        }
+        ProgramMode::Floor(file) => {
+            let mut binaries = programs::BinaryFloor::load(file)?;
+            let loaded = link_setup.elapsed();
+            let (d, mut t, c) = programs::draw_all(
+                &context,
+                &vertex,
+                &programs,
+                programs::Linker::Floor(&mut binaries),
+            )?;
+            t.link += loaded;
+            binaries.save(file)?;
+            (d, t, c, None)
+        }
+    };
+    let create = context.create_time();
     // Terminating the display waits for Mesa's cache writes, so every `set` is in before
     // the caches persist.
     let teardown = std::time::Instant::now();
@@ -90,6 +156,9 @@ pub fn run_once(options: &RunOptions) -> Result<(RunReport, Vec<programs::Drawn>
         compile_ms: ms(timings.compile),
         link_ms: ms(timings.link),
         draw_ms: ms(timings.draw),
+        compiles: counts.compiles,
+        links: counts.links,
+        binary_loads: counts.binary_loads,
         ..RunReport::default()
     };
     match options.callbacks {
@@ -102,7 +171,7 @@ pub fn run_once(options: &RunOptions) -> Result<(RunReport, Vec<programs::Drawn>
         }
     }
     report.teardown_ms = ms(teardown.elapsed());
-    Ok((report, drawn))
+    Ok((report, drawn, histograms))
 }
 
 /// Configured through the C ABI with the defaults (miss-on-oversize off): the install

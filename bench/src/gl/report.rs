@@ -36,6 +36,12 @@ pub struct RunReport {
     pub miss_on_oversize: bool,
     /// Bytes of the values held (floor only).
     pub values_bytes: u64,
+    /// `glCompileShader` calls.
+    pub compiles: u64,
+    /// `glLinkProgram` calls.
+    pub links: u64,
+    /// `glProgramBinary` calls.
+    pub binary_loads: u64,
 }
 
 macro_rules! fields {
@@ -55,7 +61,10 @@ macro_rules! fields {
             sets_dropped,
             gets_buffer_too_small,
             miss_on_oversize,
-            values_bytes
+            values_bytes,
+            compiles,
+            links,
+            binary_loads
         )
     };
 }
@@ -64,6 +73,11 @@ impl RunReport {
     /// Compile + link + draw.
     pub fn cld_ms(&self) -> f64 {
         self.compile_ms + self.link_ms + self.draw_ms
+    }
+
+    /// Compile + link: the time to have every program linked.
+    pub fn linked_ms(&self) -> f64 {
+        self.compile_ms + self.link_ms
     }
 
     /// The report as `name value` lines.

@@ -57,5 +57,7 @@ pub use identity::{Identity, MAX_IDENTITY_LEN};
 pub use lookup::{InsertMode, Lookup};
 pub use metrics::{Counter, Histogram, HistogramSnapshot};
 pub use policy::{EntryId, EvictionPolicy, Lru, PolicyKind, S3Fifo};
-pub use store::{MemoryPressure, Store, StoreBuilder, StoreStats, ENTRY_OVERHEAD};
+pub use store::{
+    EvictionListener, MemoryPressure, Store, StoreBuilder, StoreStats, ENTRY_OVERHEAD,
+};
 pub use tier::{Tier, TierStats};

@@ -17,6 +17,7 @@ pub enum Lookup {
 
 impl Lookup {
     /// The value of a hit.
+    #[inline]
     pub fn hit(self) -> Option<Bytes> {
         match self {
             Lookup::Hit(value) => Some(value),
@@ -25,6 +26,7 @@ impl Lookup {
     }
 
     /// Whether this is a hit.
+    #[inline]
     pub fn is_hit(&self) -> bool {
         matches!(self, Lookup::Hit(_))
     }

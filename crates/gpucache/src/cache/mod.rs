@@ -32,7 +32,9 @@ use crate::identity::MAX_IDENTITY_LEN;
 use crate::metrics::Counter;
 use crate::store::copy_if_fits;
 use crate::tier::{Tier, TierStats};
-use crate::{Error, Identity, InsertMode, Lookup, PolicyKind, Result, Store, StoreBuilder};
+use crate::{
+    Error, EvictionListener, Identity, InsertMode, Lookup, PolicyKind, Result, Store, StoreBuilder,
+};
 use crate::{MemoryPressure, StoreStats};
 use bounded::BoundedReader;
 use preload::Preload;
@@ -143,6 +145,13 @@ impl CacheBuilder {
     /// Memory-tier key hasher. Default XXH3 with a random seed.
     pub fn hasher(mut self, hasher: Arc<dyn KeyHasher>) -> Self {
         self.memory = self.memory.hasher(hasher);
+        self
+    }
+
+    /// Told of every entry the memory tier evicts (see [`EvictionListener`]); lower tiers
+    /// keep what it evicts. Default: none.
+    pub fn eviction_listener(mut self, listener: Arc<dyn EvictionListener>) -> Self {
+        self.memory = self.memory.eviction_listener(listener);
         self
     }
 

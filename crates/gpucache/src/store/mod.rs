@@ -12,7 +12,7 @@ mod stats;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use parking_lot::RwLock;
+use parking_lot::{RwLock, RwLockWriteGuard};
 
 use crate::hash::{KeyHasher, Xxh3KeyHasher};
 use crate::metrics::HitMissCounters;
@@ -31,8 +31,25 @@ pub enum MemoryPressure {
     Critical,
 }
 
+/// Told of every entry the memory tier evicts to make room or to give memory back
+/// ([`Store::trim`]); not of entries removed, replaced or cleared by the caller.
+///
+/// It is called after the shard's lock is released, on the thread that caused the eviction,
+/// so it may use the store. With lower tiers under the memory tier the entry stays in them.
+/// A closure `Fn(&[u8], &Bytes) + Send + Sync` is a listener.
+pub trait EvictionListener: Send + Sync + 'static {
+    /// `key` was evicted; `value` was its value.
+    fn on_evict(&self, key: &[u8], value: &Bytes);
+}
+
+impl<F: Fn(&[u8], &Bytes) + Send + Sync + 'static> EvictionListener for F {
+    fn on_evict(&self, key: &[u8], value: &Bytes) {
+        self(key, value)
+    }
+}
+
 /// Configures and builds a [`Store`].
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct StoreBuilder {
     max_bytes: u64,
     max_entries: u64,
@@ -40,6 +57,20 @@ pub struct StoreBuilder {
     policy: PolicyKind,
     shards: Option<usize>,
     hasher: Option<Arc<dyn KeyHasher>>,
+    listener: Option<Arc<dyn EvictionListener>>,
+}
+
+impl std::fmt::Debug for StoreBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreBuilder")
+            .field("max_bytes", &self.max_bytes)
+            .field("max_entries", &self.max_entries)
+            .field("max_value_size", &self.max_value_size)
+            .field("policy", &self.policy)
+            .field("shards", &self.shards)
+            .field("listener", &self.listener.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for StoreBuilder {
@@ -58,6 +89,7 @@ impl StoreBuilder {
             policy: PolicyKind::default(),
             shards: None,
             hasher: None,
+            listener: None,
         }
     }
 
@@ -100,6 +132,12 @@ impl StoreBuilder {
         self
     }
 
+    /// Told of every eviction (see [`EvictionListener`]). Default: none.
+    pub fn eviction_listener(mut self, listener: Arc<dyn EvictionListener>) -> Self {
+        self.listener = Some(listener);
+        self
+    }
+
     /// Builds the store.
     pub fn build(self) -> Result<Store> {
         if self.shards == Some(0) {
@@ -124,6 +162,7 @@ impl StoreBuilder {
                     shard_bytes,
                     shard_entries,
                     max_value_size,
+                    self.listener.is_some(),
                 ))
             })
             .collect();
@@ -139,6 +178,7 @@ impl StoreBuilder {
             lookups: HitMissCounters::default(),
             max_value_size,
             policy: self.policy,
+            listener: self.listener,
         })
     }
 }
@@ -159,7 +199,6 @@ fn auto_shards(max_bytes: u64, max_entries: u64) -> usize {
 /// store.insert(b"key", b"value".to_vec()).unwrap();
 /// assert_eq!(store.get(b"key").as_deref(), Some(&b"value"[..]));
 /// ```
-#[derive(Debug)]
 pub struct Store {
     shards: Box<[RwLock<Shard>]>,
     /// `64 - log2(shards)`: the shard is the top bits of the mixed hash.
@@ -172,6 +211,18 @@ pub struct Store {
     lookups: HitMissCounters,
     max_value_size: u64,
     policy: PolicyKind,
+    listener: Option<Arc<dyn EvictionListener>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("shards", &self.shards.len())
+            .field("policy", &self.policy)
+            .field("max_value_size", &self.max_value_size)
+            .field("listener", &self.listener.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// The default hasher is called directly (inlined); an injected one through its vtable.
@@ -249,6 +300,7 @@ impl Store {
                 MemoryPressure::Critical => 0,
             };
             shard.evict_to(target);
+            self.report_evictions(shard);
         }
     }
 
@@ -333,7 +385,22 @@ impl Store {
     /// `insert_with(key, value, InsertMode::REPLACE)`.
     pub fn insert_with(&self, key: &[u8], value: Bytes, mode: InsertMode) -> Result<()> {
         let hash = self.hasher.hash_key(key);
-        self.shard(hash).write().insert(hash, key, value, mode)
+        let mut shard = self.shard(hash).write();
+        let result = shard.insert(hash, key, value, mode);
+        self.report_evictions(shard);
+        result
+    }
+
+    /// Hands what `shard` evicted to the listener, after releasing the lock.
+    #[inline]
+    fn report_evictions(&self, mut shard: RwLockWriteGuard<'_, Shard>) {
+        if let Some(listener) = &self.listener {
+            let evicted = shard.take_evicted();
+            drop(shard);
+            for (key, value) in evicted {
+                listener.on_evict(key.as_slice(), &value);
+            }
+        }
     }
 
     /// Checks every shard's invariants (tests and fuzzing only).

@@ -50,6 +50,9 @@ pub(crate) struct Shard {
     max_entries: u64,
     max_value_size: u64,
     stats: StoreStats,
+    /// Entries evicted since the store last took them; kept only when a listener wants them.
+    evicted: Vec<(StoredKey, Bytes)>,
+    keep_evicted: bool,
 }
 
 impl Shard {
@@ -58,6 +61,7 @@ impl Shard {
         max_bytes: u64,
         max_entries: u64,
         max_value_size: u64,
+        keep_evicted: bool,
     ) -> Self {
         Self {
             index: HashTable::new(),
@@ -70,6 +74,8 @@ impl Shard {
             max_entries,
             max_value_size,
             stats: StoreStats::default(),
+            evicted: Vec::new(),
+            keep_evicted,
         }
     }
 
@@ -159,8 +165,7 @@ impl Shard {
                 let Some(victim) = self.policy.evict() else {
                     break;
                 };
-                self.free_slot(victim);
-                self.stats.evictions += 1;
+                self.evict(victim);
             }
         }
         let id = match self.free.pop() {
@@ -223,8 +228,7 @@ impl Shard {
             let Some(victim) = self.policy.evict() else {
                 break;
             };
-            self.free_slot(victim);
-            self.stats.evictions += 1;
+            self.evict(victim);
         }
     }
 
@@ -254,7 +258,21 @@ impl Shard {
         }
     }
 
-    fn free_slot(&mut self, id: EntryId) {
+    /// What was evicted since the last call (empty unless built to keep it).
+    pub(crate) fn take_evicted(&mut self) -> Vec<(StoredKey, Bytes)> {
+        std::mem::take(&mut self.evicted)
+    }
+
+    /// Frees `victim`, which the policy has already given up.
+    fn evict(&mut self, victim: EntryId) {
+        let slot = self.free_slot(victim);
+        self.stats.evictions += 1;
+        if self.keep_evicted {
+            self.evicted.push((slot.key, slot.value));
+        }
+    }
+
+    fn free_slot(&mut self, id: EntryId) -> Slot {
         let key_hash = slot_hash(&self.slots, id);
         if let Ok(entry) = self.index.find_entry(key_hash, |&other| other == id) {
             entry.remove();
@@ -265,6 +283,7 @@ impl Shard {
         self.bytes -= slot.charge;
         self.entries -= 1;
         self.free.push(id);
+        slot
     }
 }
 
