@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::Parser;
-use gpucache_bench::gl::{corpus, run_once, Api, Callbacks, ProgramMode, RunOptions};
+use gpucache_bench::gl::{corpus, run_once, Api, Callbacks, Damage, ProgramMode, RunOptions};
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum Programs {
@@ -51,6 +51,15 @@ struct Args {
     /// Write the program cache's histograms of this run here.
     #[arg(long)]
     histograms: Option<PathBuf>,
+    /// The application build id the program cache is opened with.
+    #[arg(long, default_value = "gpucache-bench")]
+    build_id: String,
+    /// Damage every cached binary before the run (tests of the fallback).
+    #[arg(long, value_enum)]
+    damage: Option<Damage>,
+    /// Link every program but draw none (the program-cache benchmark's measure).
+    #[arg(long)]
+    no_draw: bool,
     /// The corpus (default: what scripts/fetch-corpus downloads).
     #[arg(long)]
     corpus: Option<PathBuf>,
@@ -83,7 +92,9 @@ fn main() -> anyhow::Result<()> {
             ApiArg::Gl => Api::Gl,
             ApiArg::Gles => Api::Gles,
         },
-        build_id: "gpucache-bench".into(),
+        build_id: args.build_id.clone(),
+        damage: args.damage,
+        draw: !args.no_draw,
         corpus: args.corpus.unwrap_or_else(corpus::default_dir),
         variants: args.variants,
         cache_path: args.cache_path,

@@ -22,18 +22,21 @@ pub enum Case {
     MesaSingleFile,
     /// gpucache through the callbacks, Mesa's disk cache disabled.
     Gpucache,
+    /// gpucache's callbacks and its program cache (gpucache-gl) together.
+    GpucachePrograms,
     /// Callbacks over an in-process map filled from one file.
     Floor,
 }
 
 impl Case {
     /// Every case, in table order.
-    pub const ALL: [Case; 6] = [
+    pub const ALL: [Case; 7] = [
         Case::NoCache,
         Case::MesaDb,
         Case::MesaMultiFile,
         Case::MesaSingleFile,
         Case::Gpucache,
+        Case::GpucachePrograms,
         Case::Floor,
     ];
 
@@ -45,6 +48,7 @@ impl Case {
             Case::MesaMultiFile => "Mesa multi-file",
             Case::MesaSingleFile => "Mesa single-file",
             Case::Gpucache => "gpucache",
+            Case::GpucachePrograms => "gpucache + program cache",
             Case::Floor => "floor (in-process map)",
         }
     }
@@ -57,6 +61,7 @@ impl Case {
             Case::MesaMultiFile => "mesa-multi",
             Case::MesaSingleFile => "mesa-single",
             Case::Gpucache => "gpucache",
+            Case::GpucachePrograms => "gpucache-programs",
             Case::Floor => "floor",
         }
     }
@@ -82,7 +87,7 @@ impl Case {
         match self {
             Case::NoCache => home.join("none"),
             Case::MesaDb | Case::MesaMultiFile | Case::MesaSingleFile => home.join("mesa"),
-            Case::Gpucache => home.join("gpucache"),
+            Case::Gpucache | Case::GpucachePrograms => home.join("gpucache"),
             Case::Floor => home.join("floor.bin"),
         }
     }
@@ -117,13 +122,17 @@ impl Case {
                 };
                 "none"
             }
-            Case::Gpucache | Case::Floor => {
+            Case::Gpucache | Case::GpucachePrograms | Case::Floor => {
                 cmd.env("MESA_SHADER_CACHE_DISABLE", "true");
                 cmd.arg("--cache-path").arg(self.cache_path(home));
-                if self == Case::Gpucache {
-                    "gpucache"
-                } else {
+                if self == Case::GpucachePrograms {
+                    cmd.args(["--programs", "cache", "--programs-path"])
+                        .arg(home.join("programs"));
+                }
+                if self == Case::Floor {
                     "floor"
+                } else {
+                    "gpucache"
                 }
             }
         };

@@ -45,6 +45,19 @@ pub enum ProgramMode {
     Floor(PathBuf),
 }
 
+/// How [`RunOptions::damage`] damages the cached binaries (the stored entries stay
+/// well-formed: the driver is what must reject them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Damage {
+    /// One byte in the middle of the binary flipped.
+    Flip,
+    /// The binary cut to half its length.
+    Truncate,
+    /// The binary's first 32 bytes (the driver's header) changed, as a binary of another
+    /// driver build would have them.
+    Foreign,
+}
+
 /// What one process does.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
@@ -56,6 +69,10 @@ pub struct RunOptions {
     pub api: Api,
     /// The build id the program cache is opened with.
     pub build_id: String,
+    /// Damage every cached binary of the corpus before the run (tests of the fallback).
+    pub damage: Option<Damage>,
+    /// Whether each program is drawn once after it is linked.
+    pub draw: bool,
     /// The corpus folder.
     pub corpus: PathBuf,
     /// `#define` variants per shader (1 = 80 programs, 10 = 800).
@@ -103,8 +120,13 @@ pub fn run_once(
     let link_setup = std::time::Instant::now();
     let (drawn, timings, counts, histograms) = match &options.programs {
         ProgramMode::Source => {
-            let (d, t, c) =
-                programs::draw_all(&context, &vertex, &programs, programs::Linker::Source)?;
+            let (d, t, c) = programs::draw_all(
+                &context,
+                &vertex,
+                &programs,
+                programs::Linker::Source,
+                options.draw,
+            )?;
             (d, t, c, None)
         }
         ProgramMode::Cache(dir) => {
@@ -117,11 +139,15 @@ pub fn run_once(
                 .directory(dir)
                 .open(&identity)?;
             let opened = link_setup.elapsed();
+            if let Some(damage) = options.damage {
+                damage_binaries(&cache, &vertex, &programs, damage);
+            }
             let (d, mut t, c) = programs::draw_all(
                 &context,
                 &vertex,
                 &programs,
                 programs::Linker::Cache(&cache),
+                options.draw,
             )?;
             // Opening the program cache is part of having every program linked.
             t.link += opened;
@@ -137,6 +163,7 @@ pub fn run_once(
                 &vertex,
                 &programs,
                 programs::Linker::Floor(&mut binaries),
+                options.draw,
             )?;
             t.link += loaded;
             binaries.save(file)?;
@@ -172,6 +199,35 @@ pub fn run_once(
     }
     report.teardown_ms = ms(teardown.elapsed());
     Ok((report, drawn, histograms))
+}
+
+/// Replaces every cached binary of `programs` with a damaged copy.
+fn damage_binaries(
+    cache: &gpucache_gl::ProgramCache,
+    vertex: &str,
+    programs: &[corpus::Program],
+    damage: Damage,
+) {
+    use gpucache_gl::ShaderKind;
+    cache.wait_for_preload();
+    let v = cache.shader_hash(ShaderKind::Vertex, vertex);
+    for program in programs {
+        let f = cache.shader_hash(ShaderKind::Fragment, &program.fragment);
+        let key = cache.program_key(&v, &f, &gpucache_gl::Bindings::new());
+        let Some(mut entry) = cache.load(&key) else {
+            continue;
+        };
+        let data = &mut entry.binary.data;
+        match damage {
+            Damage::Flip => {
+                let middle = data.len() / 2;
+                data[middle] ^= 0xff;
+            }
+            Damage::Truncate => data.truncate(data.len() / 2),
+            Damage::Foreign => data.iter_mut().take(32).for_each(|b| *b ^= 0x5a),
+        }
+        cache.store(&key, &entry);
+    }
 }
 
 /// Configured through the C ABI with the defaults (miss-on-oversize off): the install

@@ -219,12 +219,14 @@ impl Gl for CountingGl<'_> {
     }
 }
 
-/// Links (however `linker` says) and draws every program once, in order.
+/// Links (however `linker` says) and draws every program once, in order (`draw` false: links
+/// only, pixel hashes 0).
 pub fn draw_all(
     context: &GlContext,
     vertex: &str,
     programs: &[Program],
     mut linker: Linker<'_>,
+    draw: bool,
 ) -> Result<(Vec<Drawn>, Timings, Counts)> {
     let glow = context.glow();
     let gl = CountingGl::new(context.gl());
@@ -234,10 +236,16 @@ pub fn draw_all(
         Linker::Cache(cache) => Some(ProgramManager::new(&gl, cache)),
         _ => None,
     };
-    // The shared vertex shader: compiled once (or deferred, through the cache).
+    // The shared vertex shader: compiled once (or deferred, through the cache); the floor
+    // compiles it only if a program is missing from its binaries.
     let start = Instant::now();
+    let floor_has_all = match &linker {
+        Linker::Floor(f) => programs.iter().all(|p| f.binaries.contains_key(&p.name)),
+        _ => false,
+    };
     let shared = match &manager {
         Some(m) => SharedVertex::Cached(m.compile_shader(ShaderKind::Vertex, vertex)?),
+        None if floor_has_all => SharedVertex::Plain(0),
         None => {
             let v = compile(&gl, ShaderKind::Vertex, vertex)?
                 .ok_or_else(|| anyhow!("the vertex shader does not compile"))?;
@@ -297,7 +305,7 @@ pub fn draw_all(
             continue;
         };
         let t = Instant::now();
-        let pixels = target.draw(glow, linked);
+        let pixels = if draw { target.draw(glow, linked) } else { 0 };
         timings.draw += t.elapsed();
         gl.delete_program(linked);
         drawn.push(Drawn {
@@ -310,6 +318,7 @@ pub fn draw_all(
         SharedVertex::Cached(v) => manager
             .expect("a cached vertex shader has its manager")
             .delete_shader(v),
+        SharedVertex::Plain(0) => {}
         SharedVertex::Plain(v) => gl.delete_shader(v),
     }
     target.delete(glow);
@@ -318,6 +327,7 @@ pub fn draw_all(
 }
 
 enum SharedVertex {
+    /// A GL shader name; 0 when the floor needs none.
     Plain(u32),
     Cached(gpucache_gl::Shader),
 }

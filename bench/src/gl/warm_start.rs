@@ -251,6 +251,21 @@ impl Results {
             "- first, populating run: gpucache {first:.3}× no cache (target ≤ 1.05×): {}",
             verdict(first <= 1.05)
         );
+        let gp = self.case(Case::GpucachePrograms);
+        let best_mesa_wall = mesa
+            .iter()
+            .map(|&c| wall(&self.case(c).hot))
+            .fold(f64::INFINITY, f64::min);
+        let _ = writeln!(
+            out,
+            "- program cache + blob cache, hot: compile+link+draw {:.3}× the best Mesa back end (target ≤ 0.95×): {}; {:.3}× the blob cache alone (target < 1×): {}; wall {:.0} ms vs the best Mesa back end's {best_mesa_wall:.0} ms (target: below every one): {}",
+            cld(&gp.hot) / best_mesa_hot,
+            verdict(cld(&gp.hot) <= 0.95 * best_mesa_hot),
+            cld(&gp.hot) / cld(&g.hot),
+            verdict(cld(&gp.hot) < cld(&g.hot)),
+            wall(&gp.hot),
+            verdict(wall(&gp.hot) < best_mesa_wall)
+        );
         let (gets, hits): (u64, u64) = g
             .hot
             .iter()

@@ -2,7 +2,8 @@
 //!
 //! Every disk command takes the cache directory as its first positional argument. Exit
 //! codes: 0 success; 1 a negative answer (`get`: key absent or its record corrupt;
-//! `verify`: corruption found); 2 an error (bad arguments, not a cache directory, I/O).
+//! `verify`: corruption found; `report`: no program cache data); 2 an error (bad arguments,
+//! not a cache directory, a damaged file, I/O).
 
 mod bundle;
 mod maintain;
@@ -10,6 +11,7 @@ mod output;
 mod progress;
 mod read;
 mod replay;
+mod report;
 mod verify;
 
 use std::io::{self, BufWriter, Write};
@@ -94,6 +96,24 @@ enum Command {
         #[arg(long, value_enum, default_value = "auto")]
         progress: progress::When,
     },
+    /// Print the GPU program cache's histograms (gpucache-gl) kept in DIR, every run's and
+    /// the last run's, and draw them as an SVG image (DIR is only read). Exit 1 if DIR holds
+    /// no program cache data.
+    Report {
+        /// The program cache directory (a driver-versioned root: each identity is reported),
+        /// or one identity's `id-...` directory.
+        dir: PathBuf,
+        /// Where to write the image. With several identities, each gets its own file:
+        /// `-<id>` is inserted before the extension.
+        #[arg(long, value_name = "PATH", default_value = "gpucache-report.svg")]
+        svg: PathBuf,
+        /// Write no image.
+        #[arg(long, conflicts_with = "svg")]
+        no_svg: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Remove every entry (the directory keeps its identity). Safe while the cache is in use.
     Clear {
         /// The cache directory.
@@ -174,6 +194,12 @@ fn run(command: Command, out: &mut dyn Write) -> Result<Outcome> {
             json,
             progress,
         } => verify::run(out, &dir, json, progress),
+        Command::Report {
+            dir,
+            svg,
+            no_svg,
+            json,
+        } => report::run(out, &dir, (!no_svg).then_some(svg.as_path()), json),
         Command::Clear { dir, json } => maintain::clear(out, &dir, json),
         Command::Compact { dir, json } => maintain::compact(out, &dir, json),
         Command::Export { dir, file, json } => bundle::export(out, &dir, &file, json),

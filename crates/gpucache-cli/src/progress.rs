@@ -1,7 +1,9 @@
-//! A hand-written progress bar on standard error, for long runs.
+//! The progress bar on standard error, for long runs (drawn by `indicatif`).
 
-use std::io::{IsTerminal, Write};
+use std::io::{self, Write};
 use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle, TermLike};
 
 /// When to draw the bar.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -14,72 +16,158 @@ pub enum When {
     Never,
 }
 
-/// Draws `[#####.....]  45%  123.4 / 270.0 MiB  56.7 MiB/s`, at most ten times a second.
+/// `[#####.....]  45%  123.40 MiB / 270.00 MiB  56.70 MiB/s`.
+const TEMPLATE: &str =
+    "[{bar:30}] {percent:>3}%  {binary_bytes} / {binary_total_bytes}  {binary_bytes_per_sec}";
+/// Redraws a second, at most.
+const HZ: u8 = 10;
+/// How long `--progress auto` waits before drawing: short runs stay quiet.
+const AUTO_DELAY: Duration = Duration::from_millis(500);
+
+/// A byte-count progress bar that appears once [`When`] says so.
 pub struct Bar {
-    enabled: bool,
+    bar: ProgressBar,
+    /// Where the bar is drawn once `delay` has passed; taken when it is handed to the bar.
+    target: Option<ProgressDrawTarget>,
     delay: Duration,
     start: Instant,
-    last: Option<Instant>,
+    /// The target is [`PlainStderr`], whose last line the bar leaves open.
+    plain: bool,
 }
 
 impl Bar {
     pub fn new(when: When) -> Bar {
-        let enabled = match when {
-            When::Auto => std::io::stderr().is_terminal(),
-            When::Always => true,
-            When::Never => false,
+        let terminal = ProgressDrawTarget::stderr_with_hz(HZ);
+        let (target, plain) = match when {
+            When::Never => (None, false),
+            // indicatif hides a bar whose standard error is not a terminal.
+            When::Auto => (Some(terminal), false),
+            When::Always if terminal.is_hidden() => (
+                Some(ProgressDrawTarget::term_like_with_hz(
+                    Box::new(PlainStderr),
+                    HZ,
+                )),
+                true,
+            ),
+            When::Always => (Some(terminal), false),
         };
         let delay = if when == When::Always {
             Duration::ZERO
         } else {
-            Duration::from_millis(500)
+            AUTO_DELAY
         };
+        let bar = ProgressBar::hidden();
+        bar.set_style(style());
         Bar {
-            enabled,
+            bar,
+            target,
             delay,
             start: Instant::now(),
-            last: None,
+            plain,
         }
     }
 
     /// Records progress: `done` of `total` bytes.
     pub fn update(&mut self, done: u64, total: u64) {
-        let now = Instant::now();
-        if !self.enabled || now - self.start < self.delay {
-            return;
+        self.bar.set_length(total);
+        if self.target.is_some() && self.start.elapsed() >= self.delay {
+            if let Some(target) = self.target.take() {
+                self.bar.set_draw_target(target);
+            }
         }
-        if self
-            .last
-            .is_some_and(|t| now - t < Duration::from_millis(100) && done < total)
-        {
-            return;
-        }
-        self.last = Some(now);
-        let fraction = if total == 0 {
-            1.0
-        } else {
-            done as f64 / total as f64
-        };
-        const WIDTH: usize = 30;
-        let filled = ((fraction * WIDTH as f64) as usize).min(WIDTH);
-        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
-        let secs = (now - self.start).as_secs_f64().max(1e-3);
-        let _ = write!(
-            std::io::stderr(),
-            "\r[{}{}] {:>3.0}%  {:.1} / {:.1} MiB  {:.1} MiB/s ",
-            "#".repeat(filled),
-            ".".repeat(WIDTH - filled),
-            fraction * 100.0,
-            mib(done),
-            mib(total),
-            mib(done) / secs
-        );
+        self.bar.set_position(done);
     }
 
-    /// Ends the bar's line, if one was drawn.
+    /// Draws the bar as it stands a last time (not filled up: a run that failed shows where
+    /// it stopped), if it was drawn at all.
     pub fn finish(&mut self) {
-        if self.last.is_some() {
-            let _ = writeln!(std::io::stderr());
+        if self.bar.is_hidden() {
+            return;
         }
+        self.bar.abandon();
+        if self.plain {
+            eprintln!();
+        }
+    }
+}
+
+fn style() -> ProgressStyle {
+    ProgressStyle::with_template(TEMPLATE)
+        .map(|s| s.progress_chars("#."))
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+}
+
+/// Standard error when it is not a terminal (a file, a pipe): `--progress always` draws
+/// there too, each state after a carriage return.
+#[derive(Debug)]
+struct PlainStderr;
+
+impl PlainStderr {
+    fn escape(&self, n: usize, code: char) -> io::Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        write!(io::stderr(), "\x1b[{n}{code}")
+    }
+}
+
+impl TermLike for PlainStderr {
+    fn width(&self) -> u16 {
+        80
+    }
+
+    fn move_cursor_up(&self, n: usize) -> io::Result<()> {
+        self.escape(n, 'A')
+    }
+
+    fn move_cursor_down(&self, n: usize) -> io::Result<()> {
+        self.escape(n, 'B')
+    }
+
+    fn move_cursor_right(&self, n: usize) -> io::Result<()> {
+        self.escape(n, 'C')
+    }
+
+    fn move_cursor_left(&self, n: usize) -> io::Result<()> {
+        self.escape(n, 'D')
+    }
+
+    fn write_line(&self, s: &str) -> io::Result<()> {
+        writeln!(io::stderr(), "{s}")
+    }
+
+    fn write_str(&self, s: &str) -> io::Result<()> {
+        io::stderr().write_all(s.as_bytes())
+    }
+
+    fn clear_line(&self) -> io::Result<()> {
+        // Every state is padded to the full width, so it covers the one before.
+        io::stderr().write_all(b"\r")
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        io::stderr().flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_template_is_valid() {
+        assert!(ProgressStyle::with_template(TEMPLATE).is_ok());
+    }
+
+    #[test]
+    fn never_and_auto_off_a_terminal_stay_hidden() {
+        let mut bar = Bar::new(When::Never);
+        bar.update(5, 10);
+        assert!(bar.bar.is_hidden());
+        bar.finish();
+        // Before the delay, auto draws nothing whatever standard error is.
+        let mut bar = Bar::new(When::Auto);
+        bar.update(5, 10);
+        assert!(bar.bar.is_hidden());
     }
 }

@@ -26,12 +26,17 @@ typedef signed long int EGLsizeiANDROID;
 
 /*
  * Structures are declared by tag. The typedefs below let C code drop the `struct` keyword,
- * except for gpucache_egl_stats, which is both a structure and the function that fills it
- * (like `struct stat` and `stat()`): write `struct gpucache_egl_stats`.
+ * except for gpucache_egl_stats and gpucache_gl_stats, each both a structure and the
+ * function that fills it (like `struct stat` and `stat()`): write `struct gpucache_egl_stats`.
  */
 typedef struct gpucache_session gpucache_session;
 typedef struct gpucache_session_desc gpucache_session_desc;
 typedef struct gpucache_egl_config gpucache_egl_config;
+typedef struct gpucache_gl_cache gpucache_gl_cache;
+typedef struct gpucache_gl_config gpucache_gl_config;
+typedef struct gpucache_gl_binding gpucache_gl_binding;
+typedef struct gpucache_gl_program_desc gpucache_gl_program_desc;
+typedef struct gpucache_histogram_summary gpucache_histogram_summary;
 
 /**
  * Success. Value `0`.
@@ -107,6 +112,64 @@ typedef struct gpucache_egl_config gpucache_egl_config;
 #define GPUCACHE_ERROR_INTERNAL -12
 
 /**
+ * A shader does not compile; the message is GL's info log. Value `-13`.
+ */
+#define GPUCACHE_ERROR_COMPILE -13
+
+/**
+ * A program does not link; the message is GL's info log. Value `-14`.
+ */
+#define GPUCACHE_ERROR_LINK -14
+
+/**
+ * GL failed: no GL context is current, the loader finds no `glGetString`, or GL could not
+ * create a shader or program object. Value `-15`.
+ */
+#define GPUCACHE_ERROR_GL -15
+
+/**
+ * Bytes read back from a cache directory (a metadata stream) fail their checks. Value
+ * `-16`.
+ */
+#define GPUCACHE_ERROR_CORRUPT -16
+
+/**
+ * Bytes of each program binary stored. Value `0`.
+ */
+#define GPUCACHE_GL_METRIC_BINARY_SIZE 0
+
+/**
+ * Bytes of binaries in memory before each store. Value `1`.
+ */
+#define GPUCACHE_GL_METRIC_CACHE_SIZE_BEFORE 1
+
+/**
+ * Bytes of binaries in memory after each store. Value `2`.
+ */
+#define GPUCACHE_GL_METRIC_CACHE_SIZE_AFTER 2
+
+/**
+ * Microseconds from asking for a cached program to having it loaded from its binary.
+ * Value `3`.
+ */
+#define GPUCACHE_GL_METRIC_BINARY_HIT_TIME 3
+
+/**
+ * Microseconds to link a program whose binary was not cached. Value `4`.
+ */
+#define GPUCACHE_GL_METRIC_BINARY_MISS_LINK_TIME 4
+
+/**
+ * Microseconds to answer a shader compile from the status cache. Value `5`.
+ */
+#define GPUCACHE_GL_METRIC_STATUS_HIT_TIME 5
+
+/**
+ * Microseconds to compile a shader whose status was not cached. Value `6`.
+ */
+#define GPUCACHE_GL_METRIC_STATUS_MISS_COMPILE_TIME 6
+
+/**
  * `D3D12_SHADER_CACHE_MODE_MEMORY`: no backing files; the entries are gone once the last
  * session of the cache closes. Value `0`.
  */
@@ -173,6 +236,13 @@ typedef struct gpucache_egl_config gpucache_egl_config;
  * `D3D12_SHADER_CACHE_CONTROL_FLAG_CLEAR`. Value `0x4`.
  */
 #define GPUCACHE_CONTROL_CLEAR 4
+
+/**
+ * An open program cache, tied to the GL context that was current when it was opened.
+ * Opaque; close it with `gpucache_gl_cache_close`. Use it on one thread at a time, where
+ * that context (or one sharing its objects) is current.
+ */
+struct gpucache_gl_cache;
 
 /**
  * An open session (`ID3D12ShaderCacheSession`). Opaque; close it with
@@ -329,6 +399,243 @@ struct gpucache_egl_stats {
      * 1 when a value larger than the caller's buffer is answered with 0, else 0.
      */
     int32_t miss_on_oversize;
+};
+
+/**
+ * Settings of a program cache. Fill it with `gpucache_gl_config_init`, change what you
+ * need, then pass it to `gpucache_gl_cache_open`.
+ *
+ * ABI growth as for `gpucache_egl_config`: later versions only append fields, and the
+ * library reads the first `struct_size` bytes, giving fields beyond them their defaults.
+ */
+struct gpucache_gl_config {
+    /**
+     * `sizeof(gpucache_gl_config)` as the caller knows it.
+     */
+    size_t struct_size;
+    /**
+     * NUL-terminated directory that persists the programs (each GL identity gets its own
+     * subdirectory), or NULL to keep them in memory only. Default NULL.
+     */
+    const char *directory;
+    /**
+     * NUL-terminated UTF-8 name of the application's build: programs cached by another
+     * build are not loaded. NULL is the empty name. Default NULL.
+     */
+    const char *build_id;
+    /**
+     * Bytes of program binaries kept in memory. Default 64 MiB.
+     */
+    uint64_t max_memory_bytes;
+    /**
+     * Bytes of program binaries on disk. Default 256 MiB.
+     */
+    uint64_t max_disk_bytes;
+    /**
+     * Non-zero: opening starts reading every stored binary into memory in the background.
+     * Default 1.
+     */
+    int32_t preload;
+    /**
+     * Set to 0 (`gpucache_gl_config_init` does); other values are refused.
+     */
+    uint32_t reserved;
+};
+
+/**
+ * Finds a GL function by name, or returns NULL: `eglGetProcAddress` cast to this type (EGL
+ * 1.5 also returns core functions), `SDL_GL_GetProcAddress`, `glfwGetProcAddress`.
+ */
+typedef void *(*gpucache_gl_loader)(const char *name);
+
+/**
+ * A name and the location bound to it before linking: an attribute location
+ * (`glBindAttribLocation`) or a fragment output's color number (`glBindFragDataLocation`).
+ */
+struct gpucache_gl_binding {
+    /**
+     * NUL-terminated UTF-8 name.
+     */
+    const char *name;
+    /**
+     * The location or color number.
+     */
+    uint32_t location;
+};
+
+/**
+ * What a program is linked from. Zero it, set `struct_size = sizeof(gpucache_gl_program_desc)`
+ * and the sources; every other field is optional (NULL or 0). The bindings and varyings
+ * are part of the program's cache key, as they change the linked result.
+ *
+ * ABI growth as for `gpucache_gl_config`; fields beyond `struct_size` are zero.
+ */
+struct gpucache_gl_program_desc {
+    /**
+     * `sizeof(gpucache_gl_program_desc)` as the caller knows it.
+     */
+    size_t struct_size;
+    /**
+     * NUL-terminated UTF-8 source of the vertex shader.
+     */
+    const char *vertex_source;
+    /**
+     * NUL-terminated UTF-8 source of the fragment shader.
+     */
+    const char *fragment_source;
+    /**
+     * `attribute_count` attribute bindings; NULL when the count is 0.
+     */
+    const struct gpucache_gl_binding *attributes;
+    /**
+     * Number of `attributes`.
+     */
+    size_t attribute_count;
+    /**
+     * `frag_data_count` fragment output bindings (desktop GL; a GLES driver ignores them or
+     * records a GL error); NULL when the count is 0.
+     */
+    const struct gpucache_gl_binding *frag_data;
+    /**
+     * Number of `frag_data`.
+     */
+    size_t frag_data_count;
+    /**
+     * `varying_count` NUL-terminated transform-feedback varyings, in order; NULL when the
+     * count is 0.
+     */
+    const char *const *varyings;
+    /**
+     * Number of `varyings`.
+     */
+    size_t varying_count;
+    /**
+     * `GL_INTERLEAVED_ATTRIBS` (0x8C8C) or `GL_SEPARATE_ATTRIBS` (0x8C8D) with varyings;
+     * ignored without.
+     */
+    uint32_t varying_buffer_mode;
+    /**
+     * Set to 0; other values are refused.
+     */
+    uint32_t reserved;
+};
+
+/**
+ * Counters of a program cache, since it was opened. In C write
+ * `struct gpucache_gl_stats`: the name is also the function's, like `struct stat`.
+ *
+ * ABI growth as for `gpucache_egl_stats`: set `struct_size` to `sizeof(gpucache_gl_stats)`
+ * before the call; the library writes at most that many bytes and sets `struct_size` to the
+ * number it wrote.
+ */
+struct gpucache_gl_stats {
+    /**
+     * In: the size of the caller's structure. Out: the bytes written.
+     */
+    size_t struct_size;
+    /**
+     * Programs whose link status is cached (their binaries are cached).
+     */
+    uint64_t programs;
+    /**
+     * Shaders whose compile status is cached.
+     */
+    uint64_t shaders;
+    /**
+     * Binary lookups answered, from memory or disk.
+     */
+    uint64_t hits;
+    /**
+     * Binary lookups that found nothing.
+     */
+    uint64_t misses;
+    /**
+     * Bytes of binaries in memory now (keys, values and the per-entry overhead).
+     */
+    uint64_t memory_bytes;
+    /**
+     * Binaries in memory now.
+     */
+    uint64_t memory_entries;
+    /**
+     * The memory byte budget (`max_memory_bytes`).
+     */
+    uint64_t memory_max_bytes;
+    /**
+     * Binaries evicted from memory to make room (they stay on disk).
+     */
+    uint64_t memory_evictions;
+    /**
+     * Binaries read into memory by the start-up preload.
+     */
+    uint64_t preloaded;
+    /**
+     * Bytes of the cache's files on disk; 0 without a directory.
+     */
+    uint64_t disk_bytes;
+    /**
+     * Binaries on disk; 0 without a directory.
+     */
+    uint64_t disk_entries;
+    /**
+     * Failed disk reads and writes (the cache keeps serving from memory).
+     */
+    uint64_t disk_errors;
+    /**
+     * 1 when a directory was configured and its disk tier works, else 0.
+     */
+    int32_t disk_available;
+    /**
+     * Written as 0.
+     */
+    uint32_t reserved;
+};
+
+/**
+ * One histogram, summarised. Values are bytes or microseconds (see the
+ * `GPUCACHE_GL_METRIC_*` constants); every field but `runs` is 0 when `count` is 0.
+ * Quantiles are exact to within a bucket (12.5%), clamped to `min` and `max`.
+ *
+ * ABI growth as for `gpucache_gl_stats`.
+ */
+struct gpucache_histogram_summary {
+    /**
+     * In: the size of the caller's structure. Out: the bytes written.
+     */
+    size_t struct_size;
+    /**
+     * Values recorded.
+     */
+    uint64_t count;
+    /**
+     * Their sum (wrapping past `UINT64_MAX`).
+     */
+    uint64_t sum;
+    /**
+     * The smallest.
+     */
+    uint64_t min;
+    /**
+     * The largest.
+     */
+    uint64_t max;
+    /**
+     * The median.
+     */
+    uint64_t p50;
+    /**
+     * The 90th percentile.
+     */
+    uint64_t p90;
+    /**
+     * The 99th percentile.
+     */
+    uint64_t p99;
+    /**
+     * Processes whose values are included: 1 for this process's run; for the persisted
+     * histograms, the runs that recorded anything and flushed (0 when none did).
+     */
+    uint64_t runs;
 };
 
 /**
@@ -519,6 +826,133 @@ const char *gpucache_error_name(int32_t code);
  * None needed: callable from any thread at any time, even while it exits.
  */
 const char *gpucache_last_error_message(void);
+
+/**
+ * Fills `config` with the defaults (memory only, empty build id, 64 MiB in memory, 256 MiB
+ * on disk, preload on) and sets `struct_size`. NULL is ignored. `struct_size` is handled as
+ * by `gpucache_egl_config_init`.
+ *
+ * # Safety
+ *
+ * `config` is NULL or points to a writable `gpucache_gl_config` (its `struct_size` field
+ * readable).
+ */
+void gpucache_gl_config_init(struct gpucache_gl_config *config);
+
+/**
+ * Opens a program cache for the GL context current on the calling thread and stores the
+ * handle in `*out` (NULL on failure). `config` NULL means the defaults.
+ *
+ * GL functions are found with `loader` and bound to that context. The cache is namespaced
+ * by the context's `GL_VENDOR`, `GL_RENDERER`, `GL_VERSION`, `GL_SHADING_LANGUAGE_VERSION`,
+ * API (GL or GLES), `build_id` and the CPU architecture: binaries of another identity are
+ * never loaded. Every later call with the handle must be made on a thread where this
+ * context, or one sharing its objects, is current (`gpucache_gl_cache_close` excepted).
+ *
+ * Returns `GPUCACHE_OK`; `GPUCACHE_ERROR_INVALID_ARGUMENT` (NULL `out` or `loader`, bad
+ * `struct_size` or `reserved`, an empty `directory`, a `build_id` that is not UTF-8);
+ * `GPUCACHE_ERROR_GL` (the loader finds no `glGetString`, or no context is current: it
+ * answers NULL for `GL_VERSION`); `GPUCACHE_ERROR_IO`. A directory that cannot be used is
+ * not an error: the cache is then memory-only (`disk_available` 0 in the stats).
+ *
+ * # Safety
+ *
+ * `config` is NULL or a readable `gpucache_gl_config` of `config->struct_size` bytes whose
+ * strings are NULL or NUL-terminated; `out` is NULL or writable; `loader` is NULL or returns
+ * NULL or the named GL function, callable on this thread with the context current.
+ */
+int32_t gpucache_gl_cache_open(const struct gpucache_gl_config *config,
+                               gpucache_gl_loader loader,
+                               struct gpucache_gl_cache **out);
+
+/**
+ * Compiles and links the program `desc` describes, or loads it from its cached binary, and
+ * writes its name to `*program_out` and 1 (loaded from the cache) or 0 (compiled and
+ * linked, and its binary cached) to `*from_cache_out`. On failure both are 0.
+ *
+ * The program belongs to the caller: delete it with `glDeleteProgram`. The shaders are
+ * deleted before the call returns. A shader whose compile status is cached is not compiled
+ * unless the program must be linked from source.
+ *
+ * Returns `GPUCACHE_OK`; `GPUCACHE_ERROR_COMPILE` or `GPUCACHE_ERROR_LINK` with GL's info
+ * log in `gpucache_last_error_message()`; `GPUCACHE_ERROR_INVALID_ARGUMENT` (NULL `cache`,
+ * `desc`, `program_out`, source or name; NULL array with a non-zero count; bad
+ * `struct_size`, `reserved` or `varying_buffer_mode`; a string that is not UTF-8);
+ * `GPUCACHE_ERROR_GL` (GL created no shader or program object, as when no context is
+ * current).
+ *
+ * # Safety
+ *
+ * `cache` is NULL or an open cache whose context (or one sharing its objects) is current on
+ * this thread, used by no other thread during the call; `desc` is NULL or a readable
+ * `gpucache_gl_program_desc` of `desc->struct_size` bytes whose strings are NULL or
+ * NUL-terminated and whose arrays are NULL or readable for their counts; `program_out` and
+ * `from_cache_out` are NULL or writable.
+ */
+int32_t gpucache_gl_program(struct gpucache_gl_cache *cache,
+                            const struct gpucache_gl_program_desc *desc,
+                            uint32_t *program_out,
+                            int32_t *from_cache_out);
+
+/**
+ * Writes the cache's pending binaries to its directory and merges its program table and
+ * histograms into the directory's metadata, where the next process finds them.
+ *
+ * Returns `GPUCACHE_OK` (also for a memory-only cache), `GPUCACHE_ERROR_IO` or
+ * `GPUCACHE_ERROR_INVALID_ARGUMENT` (NULL `cache`).
+ *
+ * # Safety
+ *
+ * `cache` is NULL or an open cache, used by no other thread during the call. No GL context
+ * is needed.
+ */
+int32_t gpucache_gl_cache_flush(struct gpucache_gl_cache *cache);
+
+/**
+ * Flushes the cache (as `gpucache_gl_cache_flush`, ignoring errors: flush first to see
+ * them) and frees it. NULL is ignored. Programs it returned stay valid. No GL context is
+ * needed.
+ *
+ * # Safety
+ *
+ * `cache` is NULL or an open cache, not used by any thread after this call.
+ */
+void gpucache_gl_cache_close(struct gpucache_gl_cache *cache);
+
+/**
+ * Fills `out` with the cache's counters (see `gpucache_gl_stats`). Set
+ * `out->struct_size = sizeof *out` first. No GL context is needed.
+ *
+ * Returns `GPUCACHE_OK` or `GPUCACHE_ERROR_INVALID_ARGUMENT` (NULL pointer, `struct_size`
+ * too small).
+ *
+ * # Safety
+ *
+ * `cache` is NULL or an open cache; `out` is NULL or a writable structure of
+ * `out->struct_size` bytes.
+ */
+int32_t gpucache_gl_stats(const struct gpucache_gl_cache *cache, struct gpucache_gl_stats *out);
+
+/**
+ * Summarises one histogram (`metric` is a `GPUCACHE_GL_METRIC_*` constant) into `out`:
+ * with `persisted` 0, this process's values since the cache was opened; with 1, every run
+ * kept in the cache directory, as of the last flush of any process (this one's values
+ * count once it has flushed). Without a directory, or before any flush, the persisted
+ * summary is all zero. Set `out->struct_size = sizeof *out` first. No GL context is needed.
+ *
+ * Returns `GPUCACHE_OK`; `GPUCACHE_ERROR_INVALID_ARGUMENT` (NULL pointer, unknown metric,
+ * `persisted` neither 0 nor 1, `struct_size` too small); `GPUCACHE_ERROR_IO` or
+ * `GPUCACHE_ERROR_CORRUPT` (the directory's histograms cannot be read).
+ *
+ * # Safety
+ *
+ * `cache` is NULL or an open cache; `out` is NULL or a writable structure of
+ * `out->struct_size` bytes.
+ */
+int32_t gpucache_gl_histogram(const struct gpucache_gl_cache *cache,
+                              int32_t metric,
+                              int32_t persisted,
+                              struct gpucache_histogram_summary *out);
 
 /**
  * Installs gpucache's blob-cache callbacks on `display` (an initialised `EGLDisplay`),

@@ -362,13 +362,13 @@ unsafe fn to_rust_config(cfg: &gpucache_egl_config) -> Result<BlobCacheConfig, F
 }
 
 #[cfg(unix)]
-fn path_from_c(s: &CStr) -> PathBuf {
+pub(crate) fn path_from_c(s: &CStr) -> PathBuf {
     use std::os::unix::ffi::OsStrExt;
     PathBuf::from(std::ffi::OsStr::from_bytes(s.to_bytes()))
 }
 
 #[cfg(not(unix))]
-fn path_from_c(s: &CStr) -> PathBuf {
+pub(crate) fn path_from_c(s: &CStr) -> PathBuf {
     PathBuf::from(s.to_string_lossy().into_owned())
 }
 

@@ -41,9 +41,19 @@ pub const GPUCACHE_ERROR_NOT_CONFIGURED: i32 = -11;
 /// A bug inside gpucache (a panic, caught at the boundary) or an error this version does
 /// not know how to name. Value `-12`.
 pub const GPUCACHE_ERROR_INTERNAL: i32 = -12;
+/// A shader does not compile; the message is GL's info log. Value `-13`.
+pub const GPUCACHE_ERROR_COMPILE: i32 = -13;
+/// A program does not link; the message is GL's info log. Value `-14`.
+pub const GPUCACHE_ERROR_LINK: i32 = -14;
+/// GL failed: no GL context is current, the loader finds no `glGetString`, or GL could not
+/// create a shader or program object. Value `-15`.
+pub const GPUCACHE_ERROR_GL: i32 = -15;
+/// Bytes read back from a cache directory (a metadata stream) fail their checks. Value
+/// `-16`.
+pub const GPUCACHE_ERROR_CORRUPT: i32 = -16;
 
 /// Every code with its name; `gpucache_error_name` and the tests read this table.
-const NAMES: [(i32, &CStr); 13] = [
+const NAMES: [(i32, &CStr); 17] = [
     (GPUCACHE_OK, c"GPUCACHE_OK"),
     (GPUCACHE_ERROR_IO, c"GPUCACHE_ERROR_IO"),
     (GPUCACHE_ERROR_NOT_FOUND, c"GPUCACHE_ERROR_NOT_FOUND"),
@@ -78,6 +88,10 @@ const NAMES: [(i32, &CStr); 13] = [
         c"GPUCACHE_ERROR_NOT_CONFIGURED",
     ),
     (GPUCACHE_ERROR_INTERNAL, c"GPUCACHE_ERROR_INTERNAL"),
+    (GPUCACHE_ERROR_COMPILE, c"GPUCACHE_ERROR_COMPILE"),
+    (GPUCACHE_ERROR_LINK, c"GPUCACHE_ERROR_LINK"),
+    (GPUCACHE_ERROR_GL, c"GPUCACHE_ERROR_GL"),
+    (GPUCACHE_ERROR_CORRUPT, c"GPUCACHE_ERROR_CORRUPT"),
 ];
 
 /// The name of a result code (`"GPUCACHE_ERROR_NOT_FOUND"` for `-2`), or
@@ -183,6 +197,28 @@ pub(crate) fn code_of(e: &gpucache::Error) -> i32 {
         E::NotCurrentlyAvailable => GPUCACHE_ERROR_NOT_CURRENTLY_AVAILABLE,
         E::InvalidArgument(_) => GPUCACHE_ERROR_INVALID_ARGUMENT,
         E::Unsupported(_) => GPUCACHE_ERROR_UNSUPPORTED,
+        E::Corrupt(_) => GPUCACHE_ERROR_CORRUPT,
+        _ => GPUCACHE_ERROR_INTERNAL,
+    }
+}
+
+impl From<gpucache_gl::Error> for Failure {
+    fn from(e: gpucache_gl::Error) -> Self {
+        // GL's info logs end with a newline; the message does not need it.
+        Self::new(gl_code_of(&e), e.to_string().trim_end())
+    }
+}
+
+/// The stable code of a program-cache error; engine errors keep their own codes.
+pub(crate) fn gl_code_of(e: &gpucache_gl::Error) -> i32 {
+    use gpucache_gl::Error as E;
+    match e {
+        E::Compile { .. } => GPUCACHE_ERROR_COMPILE,
+        E::Link { .. } => GPUCACHE_ERROR_LINK,
+        E::Gl(_) | E::Context(_) => GPUCACHE_ERROR_GL,
+        E::Corrupt(_) => GPUCACHE_ERROR_CORRUPT,
+        E::Cache(e) => code_of(e),
+        E::Io(_) => GPUCACHE_ERROR_IO,
         _ => GPUCACHE_ERROR_INTERNAL,
     }
 }
@@ -283,6 +319,10 @@ mod tests {
                 "GPUCACHE_ERROR_NOT_CONFIGURED",
             ),
             (GPUCACHE_ERROR_INTERNAL, -12, "GPUCACHE_ERROR_INTERNAL"),
+            (GPUCACHE_ERROR_COMPILE, -13, "GPUCACHE_ERROR_COMPILE"),
+            (GPUCACHE_ERROR_LINK, -14, "GPUCACHE_ERROR_LINK"),
+            (GPUCACHE_ERROR_GL, -15, "GPUCACHE_ERROR_GL"),
+            (GPUCACHE_ERROR_CORRUPT, -16, "GPUCACHE_ERROR_CORRUPT"),
         ];
         for (constant, value, expected) in pinned {
             assert_eq!(constant, value, "{expected} changed its number");
@@ -293,7 +333,7 @@ mod tests {
             NAMES.len(),
             "a code is missing from this test"
         );
-        for unknown in [1, -13, i32::MIN, i32::MAX] {
+        for unknown in [1, -17, i32::MIN, i32::MAX] {
             assert_eq!(name(unknown), "GPUCACHE_ERROR_UNKNOWN");
         }
     }
@@ -333,10 +373,51 @@ mod tests {
                 GPUCACHE_ERROR_INVALID_ARGUMENT,
             ),
             (E::Unsupported("x"), GPUCACHE_ERROR_UNSUPPORTED),
+            (
+                E::Corrupt(gpucache::FormatError::Invalid("x")),
+                GPUCACHE_ERROR_CORRUPT,
+            ),
         ];
         for (error, code) in cases {
             assert_eq!(code_of(&error), code, "{error:?}");
         }
+    }
+
+    #[test]
+    fn every_program_cache_error_has_its_code() {
+        use gpucache_gl::{Error as E, ShaderKind};
+        let cases = [
+            (
+                E::Compile {
+                    kind: ShaderKind::Fragment,
+                    log: "0:1(1): error: syntax error\n".into(),
+                },
+                GPUCACHE_ERROR_COMPILE,
+            ),
+            (E::Link { log: "x".into() }, GPUCACHE_ERROR_LINK),
+            (E::Gl("glCreateProgram returned 0"), GPUCACHE_ERROR_GL),
+            (E::Context("x".into()), GPUCACHE_ERROR_GL),
+            (
+                E::Corrupt(gpucache::FormatError::Invalid("x")),
+                GPUCACHE_ERROR_CORRUPT,
+            ),
+            (
+                E::Cache(gpucache::Error::InvalidArgument("x".into())),
+                GPUCACHE_ERROR_INVALID_ARGUMENT,
+            ),
+            (E::Io(std::io::Error::other("x")), GPUCACHE_ERROR_IO),
+        ];
+        for (error, code) in cases {
+            assert_eq!(gl_code_of(&error), code, "{error:?}");
+        }
+        let f = Failure::from(E::Compile {
+            kind: ShaderKind::Fragment,
+            log: "0:1(1): error: syntax error\n".into(),
+        });
+        assert_eq!(
+            f.message,
+            "the fragment shader does not compile: 0:1(1): error: syntax error"
+        );
     }
 
     #[test]

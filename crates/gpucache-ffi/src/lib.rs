@@ -6,6 +6,9 @@
 //!   `EGLDisplay` ([`gpucache_egl_install`]).
 //! - D3D12-style cache sessions ([`gpucache_session_open`] and the `gpucache_session_*`
 //!   functions) and cache control ([`gpucache_cache_control`]).
+//! - The GPU program cache (`gpucache-gl`) on the caller's GL context
+//!   ([`gpucache_gl_cache_open`], [`gpucache_gl_program`] and the `gpucache_gl_*` functions):
+//!   linked programs loaded from cached program binaries, with counters and histograms.
 //! - Stable result codes (`GPUCACHE_OK`, negative `GPUCACHE_ERROR_*`), their names
 //!   ([`gpucache_error_name`]) and a per-thread message ([`gpucache_last_error_message`]).
 //!
@@ -17,10 +20,12 @@
 
 mod egl;
 mod error;
+mod gl;
 mod install;
 mod session;
 
 pub use egl::*;
 pub use error::*;
+pub use gl::*;
 pub use install::*;
 pub use session::*;

@@ -11,7 +11,7 @@ use gpucache::codec::{FormatError, LeReader, LeWriter};
 use gpucache::{Histogram, HistogramSnapshot};
 use parking_lot::Mutex;
 
-/// One of the six histograms.
+/// One of the seven histograms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Metric {
     /// Bytes of each binary stored (per linked binary, not per use).

@@ -54,4 +54,4 @@ pub use histograms::{HistogramSet, Metric, PersistedHistograms};
 pub use identity::{Api, GlIdentity};
 pub use keys::{program_key, shader_hash, Bindings, ProgramKey, ShaderHash};
 pub use manager::{LinkedProgram, ProgramManager, Shader};
-pub use status::{Status, StatusStorage};
+pub use status::{decode_programs as decode_program_table, Status, StatusStorage};

@@ -22,13 +22,17 @@ int main(void) {
         {GPUCACHE_ERROR_UNSUPPORTED, -10, "GPUCACHE_ERROR_UNSUPPORTED"},
         {GPUCACHE_ERROR_NOT_CONFIGURED, -11, "GPUCACHE_ERROR_NOT_CONFIGURED"},
         {GPUCACHE_ERROR_INTERNAL, -12, "GPUCACHE_ERROR_INTERNAL"},
+        {GPUCACHE_ERROR_COMPILE, -13, "GPUCACHE_ERROR_COMPILE"},
+        {GPUCACHE_ERROR_LINK, -14, "GPUCACHE_ERROR_LINK"},
+        {GPUCACHE_ERROR_GL, -15, "GPUCACHE_ERROR_GL"},
+        {GPUCACHE_ERROR_CORRUPT, -16, "GPUCACHE_ERROR_CORRUPT"},
     };
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         CHECK(codes[i].code == codes[i].value);
         CHECK(strcmp(gpucache_error_name(codes[i].code), codes[i].name) == 0);
     }
     CHECK(strcmp(gpucache_error_name(1), "GPUCACHE_ERROR_UNKNOWN") == 0);
-    CHECK(strcmp(gpucache_error_name(-13), "GPUCACHE_ERROR_UNKNOWN") == 0);
+    CHECK(strcmp(gpucache_error_name(-17), "GPUCACHE_ERROR_UNKNOWN") == 0);
     CHECK(strcmp(gpucache_error_name(INT32_MIN), "GPUCACHE_ERROR_UNKNOWN") == 0);
 
     /* No error yet: an empty message, never NULL. */

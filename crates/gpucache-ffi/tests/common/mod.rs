@@ -85,6 +85,11 @@ pub fn output(cmd: &mut Command) -> Output {
 /// Compiles and links `sources` with the strict sanitized flags against the header and the
 /// staticlib into `out`.
 pub fn build_c_program(sources: &[PathBuf], out: &Path, defines: &[&str]) {
+    build_c_program_with_libs(sources, out, defines, &[]);
+}
+
+/// [`build_c_program`], also linking `libs` (`-lEGL`), which follow the objects.
+pub fn build_c_program_with_libs(sources: &[PathBuf], out: &Path, defines: &[&str], libs: &[&str]) {
     let mut cmd = cc();
     cmd.args(STRICT_SANITIZED)
         .args(defines)
@@ -94,6 +99,7 @@ pub fn build_c_program(sources: &[PathBuf], out: &Path, defines: &[&str]) {
         .arg(crate_dir().join("tests/c"))
         .args(sources)
         .arg(staticlib())
+        .args(libs)
         .args(SYSTEM_LIBS)
         .arg("-o")
         .arg(out);

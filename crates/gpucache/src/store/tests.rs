@@ -26,6 +26,46 @@ fn store(max_bytes: u64, policy: PolicyKind) -> Store {
 }
 
 #[test]
+fn the_listener_hears_evictions_only_and_may_use_the_store() {
+    let heard = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let store_slot: Arc<parking_lot::Mutex<Option<Arc<Store>>>> = Default::default();
+    let (h, slot) = (Arc::clone(&heard), Arc::clone(&store_slot));
+    let listener = move |key: &[u8], value: &Bytes| {
+        h.lock().push((key.to_vec(), value.len()));
+        // Called outside the shard lock: using the store here does not deadlock.
+        if let Some(s) = slot.lock().as_ref() {
+            assert!(!s.contains(key));
+        }
+    };
+    let s = Arc::new(
+        StoreBuilder::new()
+            .max_bytes(3 * (ENTRY_OVERHEAD + 1 + 100))
+            .shards(1)
+            .policy(PolicyKind::Lru)
+            .eviction_listener(Arc::new(listener))
+            .build()
+            .unwrap(),
+    );
+    *store_slot.lock() = Some(Arc::clone(&s));
+    for k in 0..3u8 {
+        s.insert(&[k], vec![k; 100]).unwrap();
+    }
+    s.insert(&[0], vec![9; 100]).unwrap(); // replaced: not an eviction
+    assert!(s.remove(&[1])); // removed: not an eviction
+    assert!(heard.lock().is_empty());
+    s.insert(&[3], vec![3; 100]).unwrap();
+    s.insert(&[4], vec![4; 100]).unwrap(); // full: the least recently used (2) goes
+    assert_eq!(*heard.lock(), vec![(vec![2], 100)]);
+    s.trim(MemoryPressure::Critical);
+    let mut all: Vec<_> = heard.lock().iter().map(|(k, _)| k[0]).collect();
+    all.sort_unstable();
+    assert_eq!(all, vec![0, 2, 3, 4]);
+    s.clear(); // cleared: not evictions
+    assert_eq!(heard.lock().len(), 4);
+    *store_slot.lock() = None;
+}
+
+#[test]
 fn round_trip_and_newest_value_wins() {
     let s = store(1 << 20, PolicyKind::S3Fifo);
     assert_eq!(s.get(b"k"), None);
