@@ -1,8 +1,14 @@
 //! The in-memory index of a disk cache: key hash → record location, plus per-segment
 //! accounting. Built from the segments' index files at open and extended from their tails
 //! as this or another process appends.
+//!
+//! An index file is checked against its data file as it is applied: an entry counts only if
+//! its record lies within the data file's real length, so a forged or stale entry can
+//! neither hide records nor enter the byte accounting. What looks damaged is marked
+//! ([`Repair`]) for the next writer, which repairs it under the directory lock
+//! (`super::repair`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::io::{self, ErrorKind};
 use std::path::Path;
@@ -59,6 +65,9 @@ pub(crate) struct SegInfo {
     pub tomb_bytes: u64,
     /// Keys whose latest record, a value, is here.
     pub live_entries: u64,
+    /// Inode of the index file applied: a different one means the file was rebuilt (by
+    /// rename) and is read again from its start.
+    pub idx_ino: u64,
 }
 
 impl SegInfo {
@@ -75,10 +84,32 @@ impl SegInfo {
     }
 }
 
+/// What a segment that looks damaged needs from the next writer, the smaller first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Repair {
+    /// The data file is longer than its indexed records: index the whole records found
+    /// there (a writer killed between its two writes, a truncated index file) and cut the
+    /// rest.
+    Tail,
+    /// The index file disagrees with its data file (bad header, invalid or overlapping
+    /// entries, entries past the data's end, another segment's or directory's entries):
+    /// check every record, and rebuild the index from the data if it differs.
+    Rebuild,
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Index {
     map: HashMap<u64, Loc, PassThroughBuildHasher>,
     segs: BTreeMap<u32, SegInfo>,
+    /// Segments to repair, found while loading or reading.
+    suspect: BTreeMap<u32, Repair>,
+    /// Segments ignored because their index file's header is bad (counted once).
+    ignored: BTreeSet<u32>,
+    /// Segments whose repair failed (an I/O error): not tried again by this process.
+    given_up: BTreeSet<u32>,
+    /// The highest segment id seen in the directory: a new segment gets a higher one, so
+    /// that ids are not reused even after a damaged segment was removed.
+    max_id: u32,
 }
 
 impl Index {
@@ -129,31 +160,107 @@ impl Index {
     }
 
     /// Applies the index entries in `body`, which starts `start` bytes into segment `seg`'s
-    /// index file, and records how far the file was applied. An invalid entry followed by
-    /// valid ones is damage: skipped and counted. Invalid entries at the end may be an
-    /// append in progress: not applied, so the next refresh reads them again. Returns the
-    /// number of invalid entries skipped.
-    pub(crate) fn apply_entries(&mut self, seg: u32, start: u64, body: &[u8]) -> u64 {
+    /// index file, and records how far the file was applied. `data_len` is the length of
+    /// the segment's data file, measured after `body` was read (a writer writes records
+    /// before their entries, so every sound entry lies within it).
+    ///
+    /// An invalid entry followed by valid ones, an entry whose record would lie past
+    /// `data_len`, and entries that go back or overlap are damage: the first two are
+    /// skipped and counted, and the segment is marked for a rebuild. Invalid entries at the
+    /// end may be an append in progress: not applied, so the next refresh reads them again.
+    /// Returns the number of entries skipped.
+    pub(crate) fn apply_entries(
+        &mut self,
+        seg: u32,
+        start: u64,
+        body: &[u8],
+        data_len: u64,
+    ) -> u64 {
         let entries: Vec<_> = body
             .chunks_exact(INDEX_ENTRY_LEN)
             .map(decode_index_entry)
             .collect();
         let valid_end = entries.iter().rposition(|e| e.is_ok()).map_or(0, |i| i + 1);
         let mut skipped = 0;
+        let mut damaged = false;
         self.seg_mut(seg); // Known from now on, even if empty.
         for entry in &entries[..valid_end] {
-            match entry {
-                Ok(entry) => self.apply(seg, entry),
-                Err(_) => skipped += 1,
+            let Ok(entry) = entry else {
+                skipped += 1;
+                damaged = true;
+                continue;
+            };
+            let end = u64::from(entry.offset) + entry.header.record_len();
+            if end > data_len {
+                skipped += 1;
+                damaged = true;
+                continue;
             }
+            // Records are appended: each entry starts at or after the end of the last.
+            if u64::from(entry.offset) < self.segs.get(&seg).map_or(0, |s| s.data_end) {
+                damaged = true;
+            }
+            self.apply(seg, entry);
         }
-        self.seg_mut(seg).idx_consumed = start + (valid_end * INDEX_ENTRY_LEN) as u64;
+        let info = self.seg_mut(seg);
+        info.idx_consumed = start + (valid_end * INDEX_ENTRY_LEN) as u64;
+        let data_end = info.data_end.max(SEGMENT_HEADER_LEN as u64);
+        if damaged {
+            self.mark(seg, Repair::Rebuild);
+        } else if data_len > data_end {
+            self.mark(seg, Repair::Tail);
+        }
         skipped
     }
 
+    /// Marks segment `seg` for repair by the next writer.
+    pub(crate) fn mark(&mut self, seg: u32, repair: Repair) {
+        let level = self.suspect.entry(seg).or_insert(repair);
+        *level = (*level).max(repair);
+    }
+
+    pub(crate) fn has_suspects(&self) -> bool {
+        !self.suspect.is_empty()
+    }
+
+    /// The segments marked for repair, unmarking them.
+    pub(crate) fn take_suspects(&mut self) -> BTreeMap<u32, Repair> {
+        let mut suspects = std::mem::take(&mut self.suspect);
+        suspects.retain(|seg, _| !self.given_up.contains(seg));
+        suspects
+    }
+
+    /// Notes that segment `seg` could not be repaired: it is not tried again.
+    pub(crate) fn give_up(&mut self, seg: u32) {
+        self.given_up.insert(seg);
+    }
+
+    /// Notes that segment `seg`'s index file has a bad header; whether it is news (to be
+    /// counted).
+    pub(crate) fn ignore(&mut self, seg: u32) -> bool {
+        self.ignored.insert(seg)
+    }
+
+    pub(crate) fn unignore(&mut self, seg: u32) {
+        self.ignored.remove(&seg);
+    }
+
+    /// Notes a segment id seen in the directory.
+    pub(crate) fn note_id(&mut self, seg: u32) {
+        self.max_id = self.max_id.max(seg);
+    }
+
+    /// The id for a new segment: above every id seen.
+    pub(crate) fn next_id(&self) -> u32 {
+        let newest = self.segs.keys().next_back().copied().unwrap_or(0);
+        newest.max(self.max_id) + 1
+    }
+
     /// Loads the index of the cache directory `dir` from its index files, as a process
-    /// opening it does. Returns the index, the segments ignored because their index file's
-    /// header is bad, and the invalid entries skipped.
+    /// opening it does (entries are checked against their data files' lengths). Returns the
+    /// index, the segments ignored because their index file's header is bad, and the
+    /// invalid entries skipped. An index file shorter than its header is a segment being
+    /// created (or left by a writer killed while creating it): not visible, not damage.
     pub(crate) fn load(dir: &Path) -> io::Result<(Index, u64, u64)> {
         let mut index = Index::default();
         let (mut bad_segments, mut skipped) = (0, 0);
@@ -163,12 +270,21 @@ impl Index {
                 Err(e) if e.kind() == ErrorKind::NotFound => continue,
                 Err(e) => return Err(e),
             };
+            if bytes.len() < SEGMENT_HEADER_LEN {
+                continue;
+            }
             if decode_segment_header(SegmentFile::Index, &bytes) != Ok(id) {
                 bad_segments += 1;
                 continue;
             }
-            skipped +=
-                index.apply_entries(id, SEGMENT_HEADER_LEN as u64, &bytes[SEGMENT_HEADER_LEN..]);
+            let data_len = match fs::metadata(dir::data_path(dir, id)) {
+                Ok(m) => m.len(),
+                // Every entry points past the end of a missing file.
+                Err(e) if e.kind() == ErrorKind::NotFound => 0,
+                Err(e) => return Err(e),
+            };
+            let body = &bytes[SEGMENT_HEADER_LEN..];
+            skipped += index.apply_entries(id, SEGMENT_HEADER_LEN as u64, body, data_len);
         }
         Ok((index, bad_segments, skipped))
     }
@@ -191,9 +307,13 @@ impl Index {
         }
     }
 
+    /// Forgets every segment (the ids seen are kept: they are never reused).
     pub(crate) fn clear(&mut self) {
         self.map.clear();
         self.segs.clear();
+        self.suspect.clear();
+        self.ignored.clear();
+        self.given_up.clear();
     }
 
     /// The latest records (values and tombstones) in one segment, in file order.

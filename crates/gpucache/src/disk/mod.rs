@@ -5,6 +5,7 @@
 //! - [`read`] and [`write`]: lookups, the multi-process refresh and preload; batches under
 //!   the directory lock, eviction and compaction;
 //! - [`format`], [`index`], [`dir`]: the bytes, the in-memory index, the file layout;
+//! - [`repair`]: damaged segments rebuilt from their data files (or removed) by a writer;
 //! - [`stream`]: metadata streams that front ends keep beside the entries;
 //! - [`inspect`]: read-only views of a directory for tools.
 //!
@@ -15,6 +16,7 @@ mod format;
 mod index;
 pub(crate) mod inspect;
 mod read;
+mod repair;
 mod stats;
 mod stream;
 mod tier;

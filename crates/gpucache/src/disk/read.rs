@@ -7,7 +7,7 @@
 
 use std::fs::File;
 use std::io::{self, ErrorKind};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,10 +15,11 @@ use bytes::Bytes;
 
 use super::dir;
 use super::format::{
-    decode_record, decode_segment_header, disk_hash, record_key_value, RecordHeader, SegmentFile,
-    RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
+    decode_index_entry, decode_record, decode_segment_header, disk_hash, peek_key, peek_record_len,
+    record_key_value, RecordHeader, SegmentFile, INDEX_ENTRY_LEN, RECORD_HEADER_LEN,
+    SEGMENT_HEADER_LEN,
 };
-use super::index::{whole_entries, Loc};
+use super::index::{whole_entries, Loc, Repair};
 use super::DiskTier;
 use crate::tier::PreloadSink;
 use crate::Lookup;
@@ -91,20 +92,30 @@ impl DiskTier {
             .data_file(loc.seg)
             .and_then(|f| f.read_exact_at(&mut buf, u64::from(loc.offset)));
         if let Err(e) = read {
-            if self.index.write().forget(hash, loc) {
-                if e.kind() != ErrorKind::NotFound && e.kind() != ErrorKind::UnexpectedEof {
-                    self.counters.add_read_error(&e);
-                } else {
+            let mut ix = self.index.write();
+            if ix.forget(hash, loc) {
+                if e.kind() == ErrorKind::UnexpectedEof {
+                    // The data file was cut after the index was read.
+                    ix.mark(loc.seg, Repair::Rebuild);
                     self.counters.add_corrupt(1);
+                } else if e.kind() == ErrorKind::NotFound {
+                    self.counters.add_corrupt(1);
+                } else {
+                    self.counters.add_read_error(&e);
                 }
             }
             return None;
         }
         match decode_record(&buf, self.cfg.segment_bytes.max(loc.record_len())) {
             Ok(header) if loc.describes(hash, &header) => Some((header, buf)),
-            _ => {
-                if self.index.write().forget(hash, loc) {
+            other => {
+                let mut ix = self.index.write();
+                if ix.forget(hash, loc) {
                     self.counters.add_corrupt(1);
+                    if other.is_ok() {
+                        // A sound record of something else: the index is not this data's.
+                        ix.mark(loc.seg, Repair::Rebuild);
+                    }
                 }
                 None
             }
@@ -125,8 +136,20 @@ impl DiskTier {
     }
 
     /// Brings the index up to date with the index files: applies entries appended since the
-    /// last refresh and forgets segments that were deleted.
+    /// last refresh and forgets segments that were deleted. Takes no lock: what looks
+    /// damaged is marked for the next writer.
     pub(crate) fn refresh(&self) -> io::Result<()> {
+        self.refresh_with(false)
+    }
+
+    /// [`Self::refresh`] by a writer holding the directory lock: nobody is creating or
+    /// appending to a segment meanwhile, so an index file shorter than its header and data
+    /// past the last indexed record are leftovers, marked for repair.
+    pub(crate) fn refresh_locked(&self) -> io::Result<()> {
+        self.refresh_with(true)
+    }
+
+    fn refresh_with(&self, locked: bool) -> io::Result<()> {
         let mut last = self.refresh_gate.lock();
         let ids = match dir::list_segments(&self.cfg.dir) {
             Ok(ids) => ids,
@@ -138,44 +161,127 @@ impl DiskTier {
             self.index.write().drop_segment(seg);
             self.read_files.lock().remove(&seg);
         }
+        if let Some(&newest) = ids.last() {
+            self.index.write().note_id(newest);
+        }
+        let newest = ids.last().copied();
         for id in ids {
-            self.refresh_segment(id)?;
+            self.refresh_segment(id, locked, Some(id) == newest)?;
         }
         *last = Instant::now();
         Ok(())
     }
 
-    fn refresh_segment(&self, id: u32) -> io::Result<()> {
+    /// Applies what is new in segment `id`'s index file. `newest`: the segment is the one
+    /// writers append to, so (under the lock) its data file is checked for records that
+    /// have no index entry even when its index file did not grow.
+    pub(super) fn refresh_segment(&self, id: u32, locked: bool, newest: bool) -> io::Result<()> {
+        let file = match File::open(dir::index_path(&self.cfg.dir, id)) {
+            Ok(f) => f,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let meta = file.metadata()?;
+        let (len, ino) = (meta.len(), meta.ino());
+        let known = self.index.read().segs().get(&id).copied();
+        if known.is_some_and(|info| info.idx_ino != ino || info.idx_consumed > len) {
+            // Rebuilt by a writer (a new file, renamed over the old one): read it afresh.
+            self.index.write().drop_segment(id);
+            self.read_files.lock().remove(&id);
+        }
         let consumed = self
             .index
             .read()
             .segs()
             .get(&id)
             .map_or(0, |s| s.idx_consumed);
-        let file = match File::open(dir::index_path(&self.cfg.dir, id)) {
-            Ok(f) => f,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        let len = file.metadata()?.len();
         let mut start = consumed;
         if consumed == 0 {
             if len < SEGMENT_HEADER_LEN as u64 {
-                return Ok(()); // Being created.
+                // Being created; under the lock, left by a writer killed creating it.
+                if locked {
+                    self.index.write().mark(id, Repair::Rebuild);
+                }
+                return Ok(());
             }
             let mut header = [0u8; SEGMENT_HEADER_LEN];
             file.read_exact_at(&mut header, 0)?;
             if decode_segment_header(SegmentFile::Index, &header) != Ok(id) {
-                self.counters.add_corrupt(1);
-                return Ok(()); // Ignored; the next writer removes it.
+                let mut ix = self.index.write();
+                ix.mark(id, Repair::Rebuild);
+                if ix.ignore(id) {
+                    self.counters.add_corrupt(1);
+                }
+                return Ok(()); // Ignored until a writer repairs it.
             }
+            self.index.write().unignore(id);
             start = SEGMENT_HEADER_LEN as u64;
         }
         let mut buf = vec![0u8; whole_entries(start, len) as usize];
         file.read_exact_at(&mut buf, start)?;
-        let skipped = self.index.write().apply_entries(id, start, &buf);
+        if consumed > 0 && buf.is_empty() && !(locked && newest) {
+            return Ok(()); // Nothing new.
+        }
+        // Measured after the entries were read: their records were written before them.
+        let data = match self.data_file(id) {
+            Ok(f) => f,
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                // Deleted (index first, so a reader racing a deletion sees this), or lost.
+                self.index.write().mark(id, Repair::Rebuild);
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        let data_len = data.metadata()?.len();
+        let skipped = {
+            let mut ix = self.index.write();
+            let skipped = ix.apply_entries(id, start, &buf, data_len);
+            ix.seg_mut(id).idx_ino = ino;
+            skipped
+        };
         self.counters.add_corrupt(skipped);
+        if consumed == 0 {
+            let mut header = [0u8; SEGMENT_HEADER_LEN];
+            let header_ok = data.read_exact_at(&mut header, 0).is_ok()
+                && decode_segment_header(SegmentFile::Data, &header) == Ok(id);
+            if !header_ok {
+                self.index.write().mark(id, Repair::Rebuild);
+            }
+            self.check_first_entry(id, &buf, data_len);
+        }
         Ok(())
+    }
+
+    /// An index file of another segment or directory can have a sound header and entries
+    /// that all lie within the data file. Its first entry gives it away: the record at that
+    /// offset is a valid record of something else. (A damaged record there is no reason to
+    /// rebuild: the index is right about it.)
+    fn check_first_entry(&self, id: u32, entries: &[u8], data_len: u64) {
+        let Some(Ok(entry)) = entries.get(..INDEX_ENTRY_LEN).map(decode_index_entry) else {
+            return;
+        };
+        let Ok(file) = self.data_file(id) else {
+            return;
+        };
+        let at = u64::from(entry.offset);
+        let mut head = vec![0u8; RECORD_HEADER_LEN + entry.header.key_len as usize];
+        if file.read_exact_at(&mut head, at).is_err() {
+            return;
+        }
+        let (key_len, value_len) = (entry.header.key_len, entry.header.value_len);
+        if peek_key(&head, entry.header.key_hash, key_len, value_len).is_some() {
+            return;
+        }
+        let Ok(len) = peek_record_len(&head) else {
+            return;
+        };
+        if len > data_len.saturating_sub(at) {
+            return;
+        }
+        let mut record = vec![0u8; len as usize];
+        if file.read_exact_at(&mut record, at).is_ok() && decode_record(&record, len).is_ok() {
+            self.index.write().mark(id, Repair::Rebuild);
+        }
     }
 
     /// Streams the live entries to `sink`, newest segment first and in file order within a
@@ -215,23 +321,30 @@ impl DiskTier {
             }
             let end = u64::from(locs[j - 1].1.offset) + locs[j - 1].1.record_len();
             let mut buf = vec![0u8; (end - start) as usize];
-            let ok = self
+            // A short read (a data file cut since the index was read) costs only the records
+            // past the cut: each record is checked on its own.
+            let got = self
                 .data_file(seg)
-                .and_then(|file| file.read_exact_at(&mut buf, start))
-                .is_ok();
+                .and_then(|file| read_up_to(&file, &mut buf, start))
+                .unwrap_or(0);
             for &(hash, loc) in &locs[i..j] {
                 let at = (u64::from(loc.offset) - start) as usize;
-                let record = &buf[at..at + loc.record_len() as usize];
-                match decode_record(record, loc.record_len()) {
-                    Ok(h) if ok && loc.describes(hash, &h) => {
+                let record = buf[..got].get(at..at + loc.record_len() as usize);
+                match record.map(|r| (r, decode_record(r, loc.record_len()))) {
+                    Some((record, Ok(h))) if loc.describes(hash, &h) => {
                         let (key, value) = record_key_value(record, &h);
                         if !sink(key, value) {
                             return false;
                         }
                     }
-                    _ => {
-                        if self.index.write().forget(hash, loc) {
+                    found => {
+                        let mut ix = self.index.write();
+                        if ix.forget(hash, loc) {
                             self.counters.add_corrupt(1);
+                            // Cut short, or a sound record of something else.
+                            if !matches!(found, Some((_, Err(_)))) {
+                                ix.mark(seg, Repair::Rebuild);
+                            }
                         }
                     }
                 }
@@ -240,6 +353,20 @@ impl DiskTier {
         }
         true
     }
+}
+
+/// Reads into `buf` from `offset` until it is full or the file ends; the bytes read.
+fn read_up_to(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
 }
 
 #[cfg(test)]
@@ -257,6 +384,42 @@ mod tests {
         }];
         disk.write(&ops, &WriteContext::new(&|_| false, true))
             .unwrap();
+    }
+
+    /// A data file cut after the index was loaded costs the preload only the records past
+    /// the cut, not every record read in the same chunk.
+    #[test]
+    fn a_data_file_cut_under_the_preload_costs_only_the_cut_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = DiskTier::open(DiskConfig {
+            dir: dir.path().to_path_buf(),
+            identity: Identity::default(),
+            max_bytes: 1 << 30,
+            max_entries: u64::MAX,
+            segment_bytes: 1 << 20,
+        })
+        .unwrap();
+        for i in 0..100u32 {
+            put(&disk, &i.to_le_bytes(), &[i as u8; 300]);
+        }
+        let dat = dir::data_path(dir.path(), 1);
+        let len = std::fs::metadata(&dat).unwrap().len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&dat)
+            .unwrap()
+            .set_len(len - 1)
+            .unwrap();
+        let mut seen = 0;
+        disk.preload_into(&mut |key, value| {
+            let i = u32::from_le_bytes(key.try_into().unwrap());
+            assert_eq!(value, &[i as u8; 300][..]);
+            seen += 1;
+            true
+        });
+        assert_eq!(seen, 99);
+        assert_eq!(disk.disk_stats().corrupt_dropped, 1);
+        disk.validate();
     }
 
     /// A lookup that found a record's location just before a compaction moved it (the

@@ -45,6 +45,11 @@ pub struct DiskStats {
     pub fsyncs: u64,
     /// Times the directory vanished and was recreated.
     pub recreated: u64,
+    /// Damaged segments whose index was rebuilt or completed from their data file.
+    pub repaired_segments: u64,
+    /// Damaged segments removed because their data file could not be trusted or held no
+    /// sound record.
+    pub removed_segments: u64,
     /// The last error, for logs and `gpucache stats`.
     pub last_error: Option<String>,
 }
@@ -93,6 +98,8 @@ counters!(
     compacted_segments,
     fsyncs,
     recreated,
+    repaired_segments,
+    removed_segments,
 );
 
 impl DiskCounters {
@@ -131,6 +138,12 @@ impl DiskCounters {
     }
     pub(crate) fn add_recreated(&self) {
         self.recreated.incr();
+    }
+    pub(crate) fn add_repaired_segment(&self) {
+        self.repaired_segments.incr();
+    }
+    pub(crate) fn add_removed_segment(&self) {
+        self.removed_segments.incr();
     }
     pub(crate) fn set_error(&self, message: &str) {
         tracing::warn!(target: "gpucache", "{message}");

@@ -227,6 +227,75 @@ fn write_replacing(path: &Path, bytes: &[u8]) -> io::Result<()> {
     result
 }
 
+/// A temporary file older than this is stale whoever wrote it: no write of a stream, a meta
+/// file or an index takes that long.
+pub(crate) const STALE_TEMP_AGE: Duration = Duration::from_secs(10 * 60);
+
+/// Removes the temporary files (`<name>.tmp.<pid>`) that killed processes left in the cache
+/// directory `dir`: those of a stream, the meta file or an index file (never anyone else's
+/// file) whose writer is no longer running or that are older than `max_age`. Called under
+/// the directory's exclusive lock, which every writer of such a file holds while it exists,
+/// so none of them is in use; the pid and age tests only spare files written by some other
+/// program. Returns the number of files removed.
+pub(crate) fn remove_stale_temp_files(dir: &Path, max_age: Duration) -> io::Result<u64> {
+    let mut removed = 0;
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(temp_file_pid) else {
+            continue;
+        };
+        let Ok(meta) = entry.metadata() else {
+            continue; // Gone meanwhile.
+        };
+        let old = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > max_age);
+        if meta.is_file() && (old || process_is_gone(pid)) {
+            match dir::remove_if_present(&entry.path()) {
+                Ok(()) => removed += 1,
+                // Someone else's file in a shared directory, say: left, and the rest swept.
+                Err(e) => tracing::warn!(
+                    target: "gpucache",
+                    "cannot remove stale {}: {e}",
+                    entry.path().display()
+                ),
+            }
+        }
+    }
+    if removed > 0 {
+        tracing::info!(
+            target: "gpucache",
+            "removed {removed} temporary files left by killed processes in {}",
+            dir.display()
+        );
+    }
+    Ok(removed)
+}
+
+/// The pid in the name of a temporary file that gpucache writes in a cache directory:
+/// `meta`, a stream name or a segment's index file, then `.tmp.<pid>`.
+fn temp_file_pid(name: &str) -> Option<u32> {
+    let (base, pid) = name.rsplit_once(".tmp.")?;
+    let ours = base == dir::META_FILE
+        || dir::is_stream_name(base)
+        || base
+            .strip_prefix("seg-")
+            .and_then(|b| b.strip_suffix(".idx"))
+            .is_some_and(|hex| hex.len() == 8 && hex.bytes().all(|b| b.is_ascii_hexdigit()));
+    let digits = !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit());
+    (ours && digits).then(|| pid.parse().ok()).flatten()
+}
+
+/// Whether process `pid` has certainly exited: `/proc` is mounted and has no entry for it.
+/// Where that cannot be told, only the age bound applies.
+fn process_is_gone(pid: u32) -> bool {
+    let proc = Path::new("/proc");
+    proc.join("self").exists() && !proc.join(pid.to_string()).exists()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -55,6 +55,8 @@ pub(crate) struct DiskTier {
     /// Data files open for reading, by segment.
     pub(super) read_files: Mutex<HashMap<u32, Arc<File>>>,
     pub(super) counters: DiskCounters,
+    /// When a writer last looked for stale temporary files (`super::repair`).
+    pub(super) last_sweep: Mutex<Option<Instant>>,
     writer: Mutex<WriterState>,
 }
 
@@ -87,6 +89,7 @@ impl DiskTier {
             refresh_gate: Mutex::new(Instant::now()),
             read_files: Mutex::new(HashMap::new()),
             counters: DiskCounters::default(),
+            last_sweep: Mutex::new(None),
             writer: Mutex::new(WriterState::default()),
         };
         if !writable {
@@ -94,6 +97,12 @@ impl DiskTier {
                 .set_error("cache directory is read-only: serving what is there, writing nothing");
         }
         disk.refresh()?;
+        if writable && disk.index.read().has_suspects() {
+            // Damage found while loading: repaired under the lock before anything is served,
+            // so that its intact records are. A failure is counted and the damage ignored.
+            let mut w = disk.writer.lock();
+            let _ = disk.with_batch(&mut w, |_| Ok(()));
+        }
         Ok(disk)
     }
 

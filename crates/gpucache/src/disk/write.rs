@@ -11,7 +11,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, ErrorKind};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::sync::atomic::Ordering;
 
 use super::dir;
@@ -112,7 +112,10 @@ impl DiskTier {
                 ));
             }
         }
-        self.refresh()?;
+        self.refresh_locked()?;
+        if self.repair_damage()? {
+            *active = None; // Its files may have changed: reopened when needed.
+        }
         for orphan in dir::orphan_data_files(&self.cfg.dir)? {
             dir::remove_if_present(&orphan)?;
         }
@@ -250,7 +253,11 @@ impl Batch<'_> {
         self.active_checked = true;
         let newest = self.disk.index.read().segs().keys().next_back().copied();
         let info = newest.and_then(|id| self.disk.index.read().segs().get(&id).copied());
-        let reuse = matches!((&*self.active, newest), (Some(a), Some(id)) if a.id == id);
+        let mut reuse = matches!((&*self.active, newest), (Some(a), Some(id)) if a.id == id);
+        if let (true, Some(a), Some(info)) = (reuse, self.active.as_ref(), info) {
+            // Another process may have rebuilt the index file (a new one renamed over ours).
+            reuse = a.idx.metadata()?.ino() == info.idx_ino;
+        }
         if !reuse {
             *self.active = match (newest, info) {
                 (Some(id), Some(info)) => {
@@ -267,7 +274,7 @@ impl Batch<'_> {
             }
         }
         if self.active.is_none() {
-            let next = newest.map_or(1, |id| id + 1);
+            let next = self.disk.index.read().next_id();
             *self.active = Some(self.create_segment(next)?);
         }
         Ok(())
@@ -322,11 +329,14 @@ impl Batch<'_> {
         let idx = create(dir::index_path(&self.disk.cfg.dir, id))?;
         idx.write_all_at(&encode_segment_header(SegmentFile::Index, id), 0)?;
         let len = SEGMENT_HEADER_LEN as u64;
+        let ino = idx.metadata()?.ino();
         {
             let mut ix = self.disk.index.write();
+            ix.note_id(id);
             let info = ix.seg_mut(id);
             info.idx_consumed = len;
             info.data_end = len;
+            info.idx_ino = ino;
         }
         self.created_segment = true;
         Ok(Active {
@@ -341,7 +351,7 @@ impl Batch<'_> {
     /// Seals the active segment (fsynced) and starts the next one.
     fn rotate(&mut self) -> io::Result<()> {
         self.sync()?;
-        let next = self.active.as_ref().map_or(1, |a| a.id + 1);
+        let next = self.disk.index.read().next_id();
         *self.active = Some(self.create_segment(next)?);
         Ok(())
     }
@@ -479,7 +489,7 @@ impl Batch<'_> {
         self.entries.clear();
         *self.active = None;
         let segs: Vec<u32> = self.disk.index.read().segs().keys().copied().collect();
-        let next = segs.last().map_or(1, |id| id + 1);
+        let next = self.disk.index.read().next_id();
         for seg in segs {
             self.delete_segment(seg)?;
         }
