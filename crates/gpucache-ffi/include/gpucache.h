@@ -134,6 +134,13 @@ typedef struct gpucache_histogram_summary gpucache_histogram_summary;
 #define GPUCACHE_ERROR_CORRUPT -16
 
 /**
+ * The cache directory belongs to another user (not this process's effective user, nor
+ * root), who could read its entries or plant code a driver loads; set
+ * `allow_foreign_owner` to use it anyway. Value `-17`.
+ */
+#define GPUCACHE_ERROR_FOREIGN_OWNER -17
+
+/**
  * Bytes of each program binary stored. Value `0`.
  */
 #define GPUCACHE_GL_METRIC_BINARY_SIZE 0
@@ -311,6 +318,20 @@ struct gpucache_egl_config {
      * whose 0 is today's behaviour.
      */
     uint32_t reserved;
+    /**
+     * Who may use the directories and files the cache creates: 0, private (directories
+     * 0700, files 0600, whatever the umask); 1, group (0770 and 0660, keeping the parent's
+     * setgid bit: a cache shared by a group on purpose). Other values are refused. Default
+     * 0. (Added in the second version of this structure.)
+     */
+    int32_t dir_access;
+    /**
+     * Non-zero: use a directory owned by another user (not this process's effective user,
+     * nor root). Default 0: `gpucache_egl_configure` refuses such a directory with
+     * `GPUCACHE_ERROR_FOREIGN_OWNER`, since its owner can read the entries and plant code a
+     * driver loads. (Added in the second version of this structure.)
+     */
+    int32_t allow_foreign_owner;
 };
 
 /**
@@ -392,7 +413,8 @@ struct gpucache_egl_stats {
      */
     uint64_t disk_errors;
     /**
-     * 1 when a directory was configured and its disk tier works, else 0.
+     * 1 when a directory was configured and its disk tier takes writes now, else 0 (no
+     * directory, a read-only one, or the last write failed: a full disk).
      */
     int32_t disk_available;
     /**
@@ -582,7 +604,8 @@ struct gpucache_gl_stats {
      */
     uint64_t disk_errors;
     /**
-     * 1 when a directory was configured and its disk tier works, else 0.
+     * 1 when a directory was configured and its disk tier takes writes now, else 0 (no
+     * directory, a read-only one, or the last write failed: a full disk).
      */
     int32_t disk_available;
     /**
@@ -740,8 +763,11 @@ void gpucache_egl_config_init(struct gpucache_egl_config *cfg);
  * index and loads values in the background.
  *
  * Returns `GPUCACHE_OK`, `GPUCACHE_ERROR_INVALID_ARGUMENT` (bad `struct_size`, a NULL
- * identity with a non-zero length) or `GPUCACHE_ERROR_IO`. A directory that cannot be used
- * is not an error: the cache then serves from memory (see `disk_available` in the stats).
+ * identity with a non-zero length, an identity over 64 KiB, a bad `dir_access`),
+ * `GPUCACHE_ERROR_FOREIGN_OWNER` (the directory belongs to another user and
+ * `allow_foreign_owner` is 0) or `GPUCACHE_ERROR_IO`. A directory that cannot be used
+ * otherwise is not an error: the cache then serves from memory (see `disk_available` and
+ * `disk_errors` in the stats).
  *
  * # Safety
  *

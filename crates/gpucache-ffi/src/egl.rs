@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::ptr;
 
 use gpucache::egl::{self as blob, BlobCacheConfig, BlobCacheStats};
+use gpucache::DirAccess;
 
 use crate::error::{ffi_call, ffi_quiet, Failure};
 
@@ -54,10 +55,23 @@ pub struct gpucache_egl_config {
     /// Set to 0 (`gpucache_egl_config_init` does). A later version may give it a meaning
     /// whose 0 is today's behaviour.
     pub reserved: u32,
+    /// Who may use the directories and files the cache creates: 0, private (directories
+    /// 0700, files 0600, whatever the umask); 1, group (0770 and 0660, keeping the parent's
+    /// setgid bit: a cache shared by a group on purpose). Other values are refused. Default
+    /// 0. (Added in the second version of this structure.)
+    pub dir_access: i32,
+    /// Non-zero: use a directory owned by another user (not this process's effective user,
+    /// nor root). Default 0: `gpucache_egl_configure` refuses such a directory with
+    /// `GPUCACHE_ERROR_FOREIGN_OWNER`, since its owner can read the entries and plant code a
+    /// driver loads. (Added in the second version of this structure.)
+    pub allow_foreign_owner: i32,
 }
 
-/// The size of the first published `gpucache_egl_config`; smaller sizes are refused.
-const CONFIG_SIZE_V1: usize = size_of::<gpucache_egl_config>();
+/// The size of the first published `gpucache_egl_config` (up to `reserved`, padded); smaller
+/// sizes are refused, and its callers get the later fields' defaults.
+const CONFIG_SIZE_V1: usize = (std::mem::offset_of!(gpucache_egl_config, reserved)
+    + size_of::<u32>())
+.next_multiple_of(std::mem::align_of::<gpucache_egl_config>());
 
 impl Default for gpucache_egl_config {
     fn default() -> Self {
@@ -73,6 +87,8 @@ impl Default for gpucache_egl_config {
             max_value_size: 4 << 20,
             miss_on_oversize: 0,
             reserved: 0,
+            dir_access: 0,
+            allow_foreign_owner: 0,
         }
     }
 }
@@ -126,7 +142,8 @@ pub struct gpucache_egl_stats {
     pub disk_entries: u64,
     /// Failed disk reads and writes (the cache keeps serving from memory).
     pub disk_errors: u64,
-    /// 1 when a directory was configured and its disk tier works, else 0.
+    /// 1 when a directory was configured and its disk tier takes writes now, else 0 (no
+    /// directory, a read-only one, or the last write failed: a full disk).
     pub disk_available: i32,
     /// 1 when a value larger than the caller's buffer is answered with 0, else 0.
     pub miss_on_oversize: i32,
@@ -265,8 +282,11 @@ pub unsafe extern "C" fn gpucache_egl_config_init(cfg: *mut gpucache_egl_config)
 /// index and loads values in the background.
 ///
 /// Returns `GPUCACHE_OK`, `GPUCACHE_ERROR_INVALID_ARGUMENT` (bad `struct_size`, a NULL
-/// identity with a non-zero length) or `GPUCACHE_ERROR_IO`. A directory that cannot be used
-/// is not an error: the cache then serves from memory (see `disk_available` in the stats).
+/// identity with a non-zero length, an identity over 64 KiB, a bad `dir_access`),
+/// `GPUCACHE_ERROR_FOREIGN_OWNER` (the directory belongs to another user and
+/// `allow_foreign_owner` is 0) or `GPUCACHE_ERROR_IO`. A directory that cannot be used
+/// otherwise is not an error: the cache then serves from memory (see `disk_available` and
+/// `disk_errors` in the stats).
 ///
 /// # Safety
 ///
@@ -311,6 +331,12 @@ unsafe fn read_config(cfg: *const gpucache_egl_config) -> Result<gpucache_egl_co
     unsafe {
         ptr::copy_nonoverlapping(cfg.cast::<u8>(), ptr::addr_of_mut!(config).cast::<u8>(), n);
     }
+    if given < size_of::<gpucache_egl_config>() {
+        // A first-version caller: what was copied past `reserved` is its padding.
+        let defaults = gpucache_egl_config::default();
+        config.dir_access = defaults.dir_access;
+        config.allow_foreign_owner = defaults.allow_foreign_owner;
+    }
     Ok(config)
 }
 
@@ -345,13 +371,24 @@ unsafe fn to_rust_config(cfg: &gpucache_egl_config) -> Result<BlobCacheConfig, F
         // SAFETY: non-NULL, length checked against isize::MAX, readable per the contract.
         identity = unsafe { std::slice::from_raw_parts(cfg.identity, cfg.identity_len) }.to_vec();
     }
+    let access = match cfg.dir_access {
+        0 => DirAccess::Private,
+        1 => DirAccess::Group,
+        other => {
+            return Err(Failure::invalid(format!(
+                "dir_access {other} is neither 0 (private) nor 1 (group)"
+            )))
+        }
+    };
     Ok(BlobCacheConfig::new()
         .cache(|c| {
             let c = c
                 .max_disk_bytes(cfg.max_disk_bytes)
                 .max_memory_bytes(cfg.max_memory_bytes)
                 .max_memory_entries(cfg.max_memory_entries)
-                .max_value_size(cfg.max_value_size);
+                .max_value_size(cfg.max_value_size)
+                .dir_access(access)
+                .allow_foreign_owner(cfg.allow_foreign_owner != 0);
             match directory {
                 Some(dir) => c.directory(dir).identity(identity),
                 None => c,
@@ -485,7 +522,7 @@ fn to_c_stats(s: &BlobCacheStats) -> gpucache_egl_stats {
         disk_bytes: disk.map_or(0, |d| d.file_bytes),
         disk_entries: disk.map_or(0, |d| d.entries),
         disk_errors: disk.map_or(0, |d| d.read_errors + d.write_errors),
-        disk_available: i32::from(disk.is_some()),
+        disk_available: i32::from(disk.is_some_and(|d| d.available)),
         miss_on_oversize: i32::from(blob::miss_on_oversize().unwrap_or(false)),
     }
 }
@@ -524,7 +561,8 @@ mod tests {
     fn layouts_are_the_documented_ones() {
         // 64-bit targets: the sizes C programs compiled against the header see.
         if size_of::<usize>() == 8 {
-            assert_eq!(size_of::<gpucache_egl_config>(), 80);
+            assert_eq!(CONFIG_SIZE_V1, 80);
+            assert_eq!(size_of::<gpucache_egl_config>(), 88);
             assert_eq!(size_of::<gpucache_egl_stats>(), 128);
         }
         assert_eq!(std::mem::offset_of!(gpucache_egl_config, struct_size), 0);

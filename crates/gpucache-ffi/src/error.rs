@@ -51,9 +51,13 @@ pub const GPUCACHE_ERROR_GL: i32 = -15;
 /// Bytes read back from a cache directory (a metadata stream) fail their checks. Value
 /// `-16`.
 pub const GPUCACHE_ERROR_CORRUPT: i32 = -16;
+/// The cache directory belongs to another user (not this process's effective user, nor
+/// root), who could read its entries or plant code a driver loads; set
+/// `allow_foreign_owner` to use it anyway. Value `-17`.
+pub const GPUCACHE_ERROR_FOREIGN_OWNER: i32 = -17;
 
 /// Every code with its name; `gpucache_error_name` and the tests read this table.
-const NAMES: [(i32, &CStr); 17] = [
+const NAMES: [(i32, &CStr); 18] = [
     (GPUCACHE_OK, c"GPUCACHE_OK"),
     (GPUCACHE_ERROR_IO, c"GPUCACHE_ERROR_IO"),
     (GPUCACHE_ERROR_NOT_FOUND, c"GPUCACHE_ERROR_NOT_FOUND"),
@@ -92,6 +96,10 @@ const NAMES: [(i32, &CStr); 17] = [
     (GPUCACHE_ERROR_LINK, c"GPUCACHE_ERROR_LINK"),
     (GPUCACHE_ERROR_GL, c"GPUCACHE_ERROR_GL"),
     (GPUCACHE_ERROR_CORRUPT, c"GPUCACHE_ERROR_CORRUPT"),
+    (
+        GPUCACHE_ERROR_FOREIGN_OWNER,
+        c"GPUCACHE_ERROR_FOREIGN_OWNER",
+    ),
 ];
 
 /// The name of a result code (`"GPUCACHE_ERROR_NOT_FOUND"` for `-2`), or
@@ -198,6 +206,7 @@ pub(crate) fn code_of(e: &gpucache::Error) -> i32 {
         E::InvalidArgument(_) => GPUCACHE_ERROR_INVALID_ARGUMENT,
         E::Unsupported(_) => GPUCACHE_ERROR_UNSUPPORTED,
         E::Corrupt(_) => GPUCACHE_ERROR_CORRUPT,
+        E::ForeignOwner { .. } => GPUCACHE_ERROR_FOREIGN_OWNER,
         _ => GPUCACHE_ERROR_INTERNAL,
     }
 }

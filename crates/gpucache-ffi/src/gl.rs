@@ -196,7 +196,8 @@ pub struct gpucache_gl_stats {
     pub disk_entries: u64,
     /// Failed disk reads and writes (the cache keeps serving from memory).
     pub disk_errors: u64,
-    /// 1 when a directory was configured and its disk tier works, else 0.
+    /// 1 when a directory was configured and its disk tier takes writes now, else 0 (no
+    /// directory, a read-only one, or the last write failed: a full disk).
     pub disk_available: i32,
     /// Written as 0.
     pub reserved: u32,
@@ -579,7 +580,7 @@ pub unsafe extern "C" fn gpucache_gl_stats(
             disk_bytes: disk.map_or(0, |d| d.file_bytes),
             disk_entries: disk.map_or(0, |d| d.entries),
             disk_errors: disk.map_or(0, |d| d.read_errors + d.write_errors),
-            disk_available: i32::from(disk.is_some()),
+            disk_available: i32::from(disk.is_some_and(|d| d.available)),
             reserved: 0,
         };
         // SAFETY: forwarded caller contract.

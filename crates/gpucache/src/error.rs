@@ -1,6 +1,7 @@
 //! The crate's error type.
 
 use std::io;
+use std::path::PathBuf;
 
 use crate::codec::FormatError;
 
@@ -58,6 +59,18 @@ pub enum Error {
     /// Bytes read back (a metadata stream, a file given to a tool) fail their checks.
     #[error("corrupt: {0}")]
     Corrupt(#[from] FormatError),
+    /// The cache directory belongs to another user, who could read or plant its entries;
+    /// gpucache writes only into directories of its own user (or root) unless
+    /// [`CacheBuilder::allow_foreign_owner`](crate::CacheBuilder::allow_foreign_owner).
+    #[error("{} belongs to user {owner}, not to this process's user {euid}", path.display())]
+    ForeignOwner {
+        /// The directory.
+        path: PathBuf,
+        /// Its owner's user id.
+        owner: u32,
+        /// This process's effective user id.
+        euid: u32,
+    },
     /// The feature exists in the API but is not implemented yet.
     #[error("unsupported: {0}")]
     Unsupported(&'static str),

@@ -50,7 +50,7 @@ pub use bytes::Bytes;
 pub use cache::{Cache, CacheBuilder, CacheStats};
 pub use codec::FormatError;
 pub use control::{cache_control, CacheControl, CacheKinds};
-pub use disk::{DiskStats, MetadataStream};
+pub use disk::{DirAccess, DiskStats, MetadataStream};
 pub use error::{Error, Result};
 pub use hash::{KeyHasher, Xxh3KeyHasher};
 pub use identity::{Identity, MAX_IDENTITY_LEN};

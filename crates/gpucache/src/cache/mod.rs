@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::disk::{identity_subdir, DiskConfig, DiskStats, DiskTier};
+use crate::disk::{check_owner, identity_subdir, DirAccess, DiskConfig, DiskStats, DiskTier};
 use crate::hash::KeyHasher;
 use crate::identity::MAX_IDENTITY_LEN;
 use crate::metrics::Counter;
@@ -53,6 +53,8 @@ pub struct CacheBuilder {
     write_queue_bytes: u64,
     preload: bool,
     tiers: Vec<Arc<dyn Tier>>,
+    dir_access: DirAccess,
+    allow_foreign_owner: bool,
 }
 
 impl Default for CacheBuilder {
@@ -75,6 +77,8 @@ impl CacheBuilder {
             write_queue_bytes: 64 << 20,
             preload: true,
             tiers: Vec::new(),
+            dir_access: DirAccess::Private,
+            allow_foreign_owner: false,
         }
     }
 
@@ -188,6 +192,27 @@ impl CacheBuilder {
         self
     }
 
+    /// Who may use the directories and files gpucache creates: [`DirAccess::Private`]
+    /// (directories 0700, files 0600, whatever the umask) or [`DirAccess::Group`] (0770 and
+    /// 0660, keeping the parent's setgid bit: a cache shared by a group on purpose). An
+    /// existing directory keeps its mode, except that a private cache's own directory owned
+    /// by this user loses group and other access. Files are 0660 in a directory whose group
+    /// has full access, else 0600. Default [`DirAccess::Private`].
+    pub fn dir_access(mut self, access: DirAccess) -> Self {
+        self.dir_access = access;
+        self
+    }
+
+    /// Use a cache directory owned by another user (not this process's effective user, nor
+    /// root). That user can read what is stored and plant entries that a driver then loads,
+    /// so by default [`open`](Self::open) refuses it with [`Error::ForeignOwner`], and a
+    /// directory replaced by another user's while in use is no longer written. Default
+    /// `false`.
+    pub fn allow_foreign_owner(mut self, allow: bool) -> Self {
+        self.allow_foreign_owner = allow;
+        self
+    }
+
     /// Adds a tier below the disk tier (below the tiers added before it): a remote tier
     /// shared by a fleet, say. See [`crate::tier`]. Default none.
     pub fn tier(mut self, tier: Arc<dyn Tier>) -> Self {
@@ -206,8 +231,10 @@ impl CacheBuilder {
         })
     }
 
-    /// Opens the cache. Fails only for invalid settings: a directory that cannot be used
-    /// leaves a cache without a disk tier whose [`Cache::disk_error`] says why.
+    /// Opens the cache. Fails for invalid settings and, unless
+    /// [`allow_foreign_owner`](Self::allow_foreign_owner), for a directory owned by another
+    /// user ([`Error::ForeignOwner`]); any other directory that cannot be used leaves a cache
+    /// without a disk tier whose [`Cache::disk_error`] says why.
     pub fn open(self) -> Result<Cache> {
         if self.identity.bytes().len() > MAX_IDENTITY_LEN {
             return Err(Error::InvalidArgument(format!(
@@ -219,6 +246,13 @@ impl CacheBuilder {
             return Err(Error::InvalidArgument(
                 "max_disk_bytes must be at least 4096".into(),
             ));
+        }
+        if let (Some(root), Some(dir), false) = (
+            &self.dir,
+            self.resolved_directory(),
+            self.allow_foreign_owner,
+        ) {
+            check_owner(&[root, &dir])?;
         }
         let memory = Arc::new(self.memory.clone().build()?);
         let has_lower = self.dir.is_some() || !self.tiers.is_empty();
@@ -268,6 +302,8 @@ impl CacheBuilder {
                 .max_segment_bytes
                 .min(self.max_disk_bytes / 8)
                 .clamp(4096, u64::from(u32::MAX)),
+            access: self.dir_access,
+            allow_foreign_owner: self.allow_foreign_owner,
         }
     }
 }
@@ -306,9 +342,9 @@ impl Cache {
 
     /// Starts the write-behind thread, the readers of slow tiers and the preload.
     fn start(&mut self, tiers: Vec<Arc<dyn Tier>>, write_queue_bytes: u64, preload: bool) {
-        let read_only_disk_only =
-            tiers.len() == 1 && self.disk.as_ref().is_some_and(|d| !d.is_writable());
-        if !tiers.is_empty() && !read_only_disk_only {
+        // A read-only disk gets a writer too: its stores fail there, counted and reported
+        // by `flush`, instead of vanishing unseen.
+        if !tiers.is_empty() {
             let memory = Arc::clone(&self.memory);
             let hot = Box::new(move |key: &[u8]| memory.contains(key));
             match WriteBehind::spawn(tiers.clone(), hot, write_queue_bytes) {

@@ -11,8 +11,10 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, ErrorKind, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use super::access;
 use super::format;
 use crate::Identity;
 
@@ -147,7 +149,7 @@ pub(crate) fn read_meta(dir: &Path) -> io::Result<Option<Identity>> {
 pub(crate) fn write_meta(dir: &Path, meta: &Identity) -> io::Result<()> {
     let tmp = dir.join(format!("{META_FILE}.tmp.{}", std::process::id()));
     {
-        let mut f = File::create(&tmp)?;
+        let mut f = access::create_file(&tmp)?;
         f.write_all(&format::encode_meta(meta))?;
         f.sync_all()?;
     }
@@ -184,14 +186,24 @@ pub(crate) fn remove_if_present(path: &Path) -> io::Result<()> {
 /// whether it could be opened for writing.
 pub(crate) fn open_lock(dir: &Path) -> io::Result<(File, bool)> {
     let path = dir.join(LOCK_FILE);
+    let mode = access::file_mode(dir);
     match OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
+        .mode(mode)
         .open(&path)
     {
-        Ok(f) => Ok((f, true)),
+        Ok(f) => {
+            // Created by us just now (empty, ours, not yet at its mode because of the
+            // umask): set the mode. A lock file of another group member is left alone.
+            let m = f.metadata()?;
+            if m.uid() == access::euid() && m.len() == 0 && m.mode() & 0o777 != mode {
+                f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+            }
+            Ok((f, true))
+        }
         Err(e) if is_read_only_error(&e) => Ok((File::open(&path)?, false)),
         Err(e) => Err(e),
     }

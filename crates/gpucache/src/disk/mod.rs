@@ -5,12 +5,14 @@
 //! - [`read`] and [`write`]: lookups, the multi-process refresh and preload; batches under
 //!   the directory lock, eviction and compaction;
 //! - [`format`], [`index`], [`dir`]: the bytes, the in-memory index, the file layout;
+//! - [`access`]: the modes of what gpucache creates, and the owner check;
 //! - [`repair`]: damaged segments rebuilt from their data files (or removed) by a writer;
 //! - [`stream`]: metadata streams that front ends keep beside the entries;
 //! - [`inspect`]: read-only views of a directory for tools.
 //!
 //! The rest of the crate uses only what is listed below.
 
+mod access;
 mod dir;
 mod format;
 mod index;
@@ -22,6 +24,8 @@ mod stream;
 mod tier;
 mod write;
 
+pub(crate) use access::check_owner;
+pub use access::DirAccess;
 pub(crate) use dir::identity_subdir;
 pub use stats::DiskStats;
 pub use stream::MetadataStream;

@@ -26,6 +26,7 @@ use std::io::{self, ErrorKind, Write};
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
+use super::access;
 use super::dir;
 use super::format::{
     decode_index_entry, decode_record, decode_segment_header, encode_index_entry,
@@ -235,7 +236,7 @@ impl DiskTier {
         let tmp = dir::index_path(&self.cfg.dir, id)
             .with_extension(format!("idx.tmp.{}", std::process::id()));
         let written = (|| {
-            let mut f = File::create(&tmp)?;
+            let mut f = access::create_file(&tmp)?;
             f.write_all(&bytes)?;
             f.sync_all()?;
             fs::rename(&tmp, &idx_path)

@@ -1,6 +1,7 @@
 //! Counters of the disk tier.
 
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 
@@ -20,6 +21,10 @@ pub struct DiskStats {
     pub segments: u64,
     /// Whether this process writes to the directory.
     pub writable: bool,
+    /// Whether the directory takes writes now: writable, and the last write did not fail (a
+    /// full or read-only file system, a directory that cannot be recreated). `false` means
+    /// stores are kept in memory only; the memory tier keeps serving.
+    pub available: bool,
     /// Lookups answered from disk.
     pub read_hits: u64,
     /// Records found corrupt, truncated or gone, and dropped (never returned).
@@ -30,7 +35,8 @@ pub struct DiskStats {
     pub records_written: u64,
     /// Bytes appended to data files.
     pub bytes_written: u64,
-    /// Batches that failed to write (full disk, I/O error); their entries stay in memory.
+    /// Batches that failed to write (full disk, read-only directory, I/O error); their
+    /// entries stay in memory.
     pub write_errors: u64,
     /// Stores not persisted because the key is longer than 65,535 bytes or the entry
     /// cannot fit in a segment.
@@ -60,6 +66,8 @@ macro_rules! counters {
         pub(crate) struct DiskCounters {
             $($name: Counter,)*
             last_error: Mutex<Option<String>>,
+            /// Writes fail now: the first failure of a run is logged, the rest only counted.
+            failing: AtomicBool,
         }
 
         impl DiskCounters {
@@ -77,6 +85,7 @@ macro_rules! counters {
                     file_bytes,
                     segments,
                     writable,
+                    available: writable && !self.failing.load(Ordering::Relaxed),
                     $($name: self.$name.get(),)*
                     last_error: self.last_error.lock().clone(),
                 }
@@ -117,9 +126,27 @@ impl DiskCounters {
         self.records_written.add(records);
         self.bytes_written.add(bytes);
     }
+    /// Counts a failed batch; logs only the first of a run of failures (a full disk fails
+    /// every batch until space is freed).
     pub(crate) fn add_write_error(&self, e: &io::Error) {
         self.write_errors.incr();
-        self.set_error(&format!("write failed: {e}"));
+        let message = format!("write failed, keeping stores in memory only: {e}");
+        if self.failing.swap(true, Ordering::Relaxed) {
+            tracing::debug!(target: "gpucache", "{message}");
+            *self.last_error.lock() = Some(message);
+        } else {
+            self.set_error(&message);
+        }
+    }
+    /// A batch was written: ends a run of failures.
+    pub(crate) fn note_write_ok(&self) {
+        if self.failing.swap(false, Ordering::Relaxed) {
+            tracing::info!(target: "gpucache", "disk writes work again");
+        }
+    }
+    /// The directory cannot be written from the start: already logged by the caller.
+    pub(crate) fn set_failing(&self) {
+        self.failing.store(true, Ordering::Relaxed);
     }
     pub(crate) fn add_too_large(&self) {
         self.too_large_skipped.incr();
@@ -144,6 +171,9 @@ impl DiskCounters {
     }
     pub(crate) fn add_removed_segment(&self) {
         self.removed_segments.incr();
+    }
+    pub(crate) fn last_error(&self) -> Option<String> {
+        self.last_error.lock().clone()
     }
     pub(crate) fn set_error(&self, message: &str) {
         tracing::warn!(target: "gpucache", "{message}");

@@ -19,6 +19,7 @@ use std::io::{self, ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use super::access;
 use super::dir;
 use crate::codec::{strip_crc32c, FormatError, LeReader, LeWriter};
 use crate::{Error, Identity, Result};
@@ -217,7 +218,7 @@ fn write_replacing(path: &Path, bytes: &[u8]) -> io::Result<()> {
     tmp.push(format!(".tmp.{}", std::process::id()));
     let tmp = PathBuf::from(tmp);
     let result = (|| {
-        let mut f = File::create(&tmp)?;
+        let mut f = access::create_file(&tmp)?;
         f.write_all(bytes)?;
         fs::rename(&tmp, path)
     })();

@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
 
+use super::access::{self, DirAccess};
 use super::dir;
 use super::format::{INDEX_ENTRY_LEN, MAX_KEY_LEN, RECORD_HEADER_LEN};
 use super::index::Index;
@@ -31,6 +32,10 @@ pub(crate) struct DiskConfig {
     pub max_bytes: u64,
     pub max_entries: u64,
     pub segment_bytes: u64,
+    /// Modes of the directories gpucache creates (files follow their directory).
+    pub access: DirAccess,
+    /// Write even into a directory owned by another user.
+    pub allow_foreign_owner: bool,
 }
 
 /// What the write side keeps between batches (used by the write-behind thread only).
@@ -42,6 +47,9 @@ struct WriterState {
     /// Records were written since the last fsync. A process that only read (a warm start)
     /// closes without taking the lock or fsyncing anything.
     unsynced: bool,
+    /// Stores and removals whose batch failed since the last durable write (flush): that
+    /// flush reports them.
+    lost: u64,
 }
 
 #[derive(Debug)]
@@ -65,7 +73,7 @@ impl DiskTier {
     /// format version or identity, and loads the index. Cost: proportional to the number of
     /// entries (the index files), not to the bytes stored.
     pub(crate) fn open(cfg: DiskConfig) -> io::Result<DiskTier> {
-        if let Err(e) = std::fs::create_dir_all(&cfg.dir) {
+        if let Err(e) = access::create_dir_all(&cfg.dir, cfg.access) {
             if !cfg.dir.is_dir() {
                 return Err(e);
             }
@@ -95,6 +103,7 @@ impl DiskTier {
         if !writable {
             disk.counters
                 .set_error("cache directory is read-only: serving what is there, writing nothing");
+            disk.counters.set_failing();
         }
         disk.refresh()?;
         if writable && disk.index.read().has_suspects() {
@@ -144,6 +153,19 @@ impl DiskTier {
         )
     }
 
+    /// On a durable write (a flush): an error if writes since the previous one failed, so
+    /// that a flush never reports success for stores that are only in memory.
+    fn take_lost(&self, w: &mut WriterState, durable: bool) -> io::Result<()> {
+        if !durable || w.lost == 0 {
+            return Ok(());
+        }
+        let lost = std::mem::take(&mut w.lost);
+        let why = self.counters.last_error().unwrap_or_default();
+        Err(io::Error::other(format!(
+            "{lost} stores or removals since the last flush did not reach the disk ({why})"
+        )))
+    }
+
     /// Checks the index's invariants (tests and fuzzing only).
     #[cfg(any(test, fuzzing))]
     pub(crate) fn validate(&self) {
@@ -159,12 +181,15 @@ impl DiskTier {
         let result = self
             .begin_batch(&mut w.active, &mut w.buffers)
             .and_then(|mut batch| f(&mut batch));
-        if let Err(e) = &result {
-            if self.is_writable() {
+        match &result {
+            Ok(()) => self.counters.note_write_ok(),
+            Err(e) => {
+                // Counted even when this process cannot write at all: a store that was
+                // meant for the disk did not reach it.
                 self.counters.add_write_error(e);
+                // Reopen the segment next time: its lengths may be unknown after a failure.
+                w.active = None;
             }
-            // Reopen the segment next time: its lengths may be unknown after a failure.
-            w.active = None;
         }
         result
     }
@@ -183,7 +208,7 @@ impl Tier for DiskTier {
         let mut w = self.writer.lock();
         let sync = ctx.durable() && (w.unsynced || !ops.is_empty());
         if ops.is_empty() && !sync {
-            return Ok(());
+            return self.take_lost(&mut w, ctx.durable());
         }
         let result = self.with_batch(&mut w, |batch| {
             for op in ops {
@@ -214,7 +239,17 @@ impl Tier for DiskTier {
         } else {
             w.unsynced || !ops.is_empty()
         };
-        result
+        if result.is_err() {
+            w.lost += ops.len() as u64;
+        }
+        match result {
+            Ok(()) => self.take_lost(&mut w, ctx.durable()),
+            Err(e) if ctx.durable() => {
+                w.lost = 0;
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     fn clear(&self) -> io::Result<()> {

@@ -14,6 +14,7 @@ use std::io::{self, ErrorKind};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::sync::atomic::Ordering;
 
+use super::access;
 use super::dir;
 use super::format::{
     decode_segment_header, encode_index_entry, encode_record, encode_segment_header, peek_key,
@@ -74,11 +75,20 @@ impl DiskTier {
         }
         let lock = match dir::open_lock(&self.cfg.dir) {
             Err(e) if e.kind() == ErrorKind::NotFound => {
-                std::fs::create_dir_all(&self.cfg.dir)?;
+                // Removed underneath us: recreated with the configured mode, then counted
+                // below (its meta file is gone).
+                access::create_dir_all(&self.cfg.dir, self.cfg.access)?;
                 dir::open_lock(&self.cfg.dir)?
             }
             other => other?,
         };
+        if !self.cfg.allow_foreign_owner {
+            // The directory may have been replaced by another user's since it was opened.
+            if let Err(e) = access::check_owner_io(&self.cfg.dir) {
+                self.writable.store(false, Ordering::Release);
+                return Err(e);
+            }
+        }
         if !lock.1 {
             self.writable.store(false, Ordering::Release);
             return Err(io::Error::new(
@@ -325,8 +335,10 @@ impl Batch<'_> {
         };
         // The data file first: a segment becomes visible to readers with its index file.
         let data = create(dir::data_path(&self.disk.cfg.dir, id))?;
+        access::set_file_mode(&data, &self.disk.cfg.dir)?;
         data.write_all_at(&encode_segment_header(SegmentFile::Data, id), 0)?;
         let idx = create(dir::index_path(&self.disk.cfg.dir, id))?;
+        access::set_file_mode(&idx, &self.disk.cfg.dir)?;
         idx.write_all_at(&encode_segment_header(SegmentFile::Index, id), 0)?;
         let len = SEGMENT_HEADER_LEN as u64;
         let ino = idx.metadata()?.ino();

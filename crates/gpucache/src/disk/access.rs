@@ -1,0 +1,147 @@
+//! Who may read a cache directory: the modes gpucache creates directories and files with, and
+//! the owner check.
+//!
+//! A cache directory says which programs a user runs, and a driver loads executable code from
+//! it, so it is private by default: directories 0700, files 0600, set with `chmod` after
+//! creating so that the process umask cannot widen or narrow them. A deliberately shared cache
+//! ([`DirAccess::Group`]) is 0770 with 0660 files, keeping a parent's setgid bit so that its
+//! group carries down. Files follow their directory: a file is 0660 in a directory whose group
+//! may read, write and enter it, else 0600; no call site has to be told the setting.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, ErrorKind};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::{Error, Result};
+
+/// Who may use a cache directory that gpucache creates
+/// ([`CacheBuilder::dir_access`](crate::CacheBuilder::dir_access)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DirAccess {
+    /// The owner only: directories 0700, files 0600. The default.
+    #[default]
+    Private,
+    /// The owner and the directory's group: directories 0770 (with the parent's setgid bit,
+    /// if it has one), files 0660. For a cache shared on purpose.
+    Group,
+}
+
+impl DirAccess {
+    fn dir_mode(self) -> u32 {
+        match self {
+            DirAccess::Private => 0o700,
+            DirAccess::Group => 0o770,
+        }
+    }
+}
+
+const SETGID: u32 = 0o2000;
+
+/// The mode a new file in `dir` gets: 0660 where the directory's group has full access (a
+/// group-shared cache), else 0600.
+pub(crate) fn file_mode(dir: &Path) -> u32 {
+    match fs::metadata(dir) {
+        Ok(m) if m.mode() & 0o070 == 0o070 => 0o660,
+        _ => 0o600,
+    }
+}
+
+/// Gives a file this process just created the mode its directory calls for (`fchmod`, which
+/// the umask does not touch).
+pub(crate) fn set_file_mode(file: &File, dir: &Path) -> io::Result<()> {
+    file.set_permissions(fs::Permissions::from_mode(file_mode(dir)))
+}
+
+/// Creates (truncating) a file in `dir` with the directory's file mode.
+pub(crate) fn create_file(path: &Path) -> io::Result<File> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mode = file_mode(dir);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(path)?;
+    file.set_permissions(fs::Permissions::from_mode(mode))?;
+    Ok(file)
+}
+
+/// Creates `dir` and any missing parents with `access`'s mode. Directories that exist are
+/// left alone, except that the cache's own directory, if this process owns it and `access` is
+/// private, loses group and other access (caches created before modes were set were 0755).
+/// Returns whether `dir` itself was created.
+pub(crate) fn create_dir_all(dir: &Path, access: DirAccess) -> io::Result<bool> {
+    let missing: Vec<PathBuf> = dir
+        .ancestors()
+        .take_while(|p| !p.as_os_str().is_empty() && fs::symlink_metadata(p).is_err())
+        .map(Path::to_path_buf)
+        .collect();
+    for path in missing.iter().rev() {
+        let parent_setgid = path
+            .parent()
+            .and_then(|p| fs::metadata(p).ok())
+            .map_or(0, |m| m.mode() & SETGID);
+        let mode = access.dir_mode()
+            | if access == DirAccess::Group {
+                parent_setgid
+            } else {
+                0
+            };
+        match fs::DirBuilder::new().mode(access.dir_mode()).create(path) {
+            Ok(()) => fs::set_permissions(path, fs::Permissions::from_mode(mode))?,
+            // Another process made it first: theirs has the same mode.
+            Err(e) if e.kind() == ErrorKind::AlreadyExists && path.is_dir() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if missing.is_empty() && access == DirAccess::Private {
+        if let Ok(m) = fs::metadata(dir) {
+            if m.is_dir() && m.uid() == euid() && m.mode() & 0o077 != 0 {
+                fs::set_permissions(dir, fs::Permissions::from_mode(m.mode() & 0o7700))?;
+            }
+        }
+    }
+    if !dir.is_dir() {
+        return Err(io::Error::new(
+            ErrorKind::NotADirectory,
+            format!("{} is not a directory", dir.display()),
+        ));
+    }
+    Ok(!missing.is_empty())
+}
+
+pub(crate) fn euid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+/// Whether `uid` may own a directory this process writes to: itself, or root (who can change
+/// any file this process reads anyway).
+fn trusted_owner(uid: u32) -> bool {
+    uid == euid() || uid == 0
+}
+
+/// Refuses each of `dirs` that exists and is owned by a user this process does not trust
+/// ([`Error::ForeignOwner`]). Missing directories pass: this process will create them.
+pub(crate) fn check_owner(dirs: &[&Path]) -> Result<()> {
+    for dir in dirs {
+        if let Ok(m) = fs::metadata(dir) {
+            if !trusted_owner(m.uid()) {
+                return Err(Error::ForeignOwner {
+                    path: dir.to_path_buf(),
+                    owner: m.uid(),
+                    euid: euid(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The owner check for a directory in use: an error when `dir` now belongs to an untrusted
+/// user (it was replaced underneath us).
+pub(crate) fn check_owner_io(dir: &Path) -> io::Result<()> {
+    check_owner(&[dir]).map_err(|e| io::Error::new(ErrorKind::PermissionDenied, e.to_string()))
+}
