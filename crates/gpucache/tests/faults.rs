@@ -309,15 +309,17 @@ fn read_only_child(dir: &Path, entries: u32) {
         cache.insert(&key(id), value_for(id, 2, 700)).unwrap();
     }
     cache.remove(&key(0));
-    // Nothing to write: these succeed or say the directory is read-only, and never panic.
+    // These say the directory is read-only (the flush: the stores did not reach the disk),
+    // and never panic.
     let flushed = cache.flush();
     let compacted = cache.compact();
     for id in entries..entries + 50 {
         assert_eq!(read_checked(&cache, id), Some(2), "key {id} from memory");
     }
     let d = cache.stats().disk.unwrap();
-    assert!(!d.writable);
-    assert_eq!(d.write_errors, 0, "nothing was attempted: {d:?}");
+    assert!(!d.writable && !d.available, "{d:?}");
+    assert!(flushed.is_err(), "the stores did not reach the disk");
+    assert!(d.write_errors > 0, "the stores that missed the disk are counted: {d:?}");
     println!(
         "RESULT served={served} writable={} read_hits={}",
         u8::from(d.writable),

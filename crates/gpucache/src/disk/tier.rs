@@ -233,12 +233,14 @@ impl Tier for DiskTier {
             }
             Ok(())
         });
-        // After an error, what reached the files is unknown: fsync at the next chance.
-        w.unsynced = if sync {
-            result.is_err()
-        } else {
-            w.unsynced || !ops.is_empty()
-        };
+        // After an error, what reached the files is unknown: fsync at the next chance, unless
+        // this process can no longer write there at all (nothing to make durable then).
+        w.unsynced = self.is_writable()
+            && if sync {
+                result.is_err()
+            } else {
+                w.unsynced || !ops.is_empty()
+            };
         if result.is_err() {
             w.lost += ops.len() as u64;
         }
