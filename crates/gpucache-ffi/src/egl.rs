@@ -521,7 +521,9 @@ fn to_c_stats(s: &BlobCacheStats) -> gpucache_egl_stats {
         memory_evictions: memory.evictions,
         disk_bytes: disk.map_or(0, |d| d.file_bytes),
         disk_entries: disk.map_or(0, |d| d.entries),
-        disk_errors: disk.map_or(0, |d| d.read_errors + d.write_errors),
+        // A directory that could not be opened at all counts as one error.
+        disk_errors: disk.map_or(0, |d| d.read_errors + d.write_errors)
+            + u64::from(s.cache.disk_error.is_some()),
         disk_available: i32::from(disk.is_some_and(|d| d.available)),
         miss_on_oversize: i32::from(blob::miss_on_oversize().unwrap_or(false)),
     }

@@ -579,7 +579,9 @@ pub unsafe extern "C" fn gpucache_gl_stats(
             preloaded: s.cache.preloaded,
             disk_bytes: disk.map_or(0, |d| d.file_bytes),
             disk_entries: disk.map_or(0, |d| d.entries),
-            disk_errors: disk.map_or(0, |d| d.read_errors + d.write_errors),
+            // A directory that could not be opened at all counts as one error.
+            disk_errors: disk.map_or(0, |d| d.read_errors + d.write_errors)
+                + u64::from(s.cache.disk_error.is_some()),
             disk_available: i32::from(disk.is_some_and(|d| d.available)),
             reserved: 0,
         };

@@ -60,7 +60,9 @@ fn populate(dir: &Path, access: DirAccess) {
     cache.flush().unwrap();
     let identity = gpucache::Identity::new(&b"access-test driver 1"[..]);
     STREAM
-        .update(dir, &identity, Duration::from_secs(5), |_| b"notes".to_vec())
+        .update(dir, &identity, Duration::from_secs(5), |_| {
+            b"notes".to_vec()
+        })
         .unwrap();
     drop(cache);
 }
@@ -199,7 +201,11 @@ fn a_group_cache_is_0770_with_0660_files_and_keeps_setgid_whatever_the_umask() {
     // umask 077 would make them 0700 and 0600.
     assert!(run_child("group", &dir, "077", None));
     assert_modes(&dir, 0o2770, 0o660);
-    assert_eq!(fs::metadata(&dir).unwrap().gid(), 100, "the group carries down");
+    assert_eq!(
+        fs::metadata(&dir).unwrap().gid(),
+        100,
+        "the group carries down"
+    );
 }
 
 #[test]
@@ -230,7 +236,11 @@ fn a_directory_of_another_user_is_refused_unless_allowed() {
         }
         other => panic!("expected ForeignOwner, got {other:?}"),
     }
-    assert_eq!(fs::read_dir(&dir).unwrap().count(), 0, "nothing was written");
+    assert_eq!(
+        fs::read_dir(&dir).unwrap().count(),
+        0,
+        "nothing was written"
+    );
     // A driver-versioned cache under another user's root: refused too.
     let versioned = builder(&dir).driver_versioned(true).open();
     assert!(matches!(versioned, Err(Error::ForeignOwner { .. })));

@@ -164,7 +164,9 @@ fn a_removed_directory_is_recreated_private_and_counted() {
     assert_eq!(d.recreated, 1, "{d:?}");
     assert!(d.available, "{d:?}");
     assert!(
-        d.last_error.as_deref().is_some_and(|e| e.contains("recreated")),
+        d.last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("recreated")),
         "{d:?}"
     );
     assert_eq!(fs::metadata(&dir).unwrap().mode() & 0o7777, 0o700);
@@ -180,7 +182,11 @@ fn a_removed_directory_is_recreated_private_and_counted() {
     assert_eq!(get_checked(&cache, 1), Some(1), "memory still serves key 1");
     drop(cache);
     let cache = builder(&dir).preload(false).open().unwrap();
-    assert_eq!(get_checked(&cache, 2), Some(1), "key 2 persisted after the recreate");
+    assert_eq!(
+        get_checked(&cache, 2),
+        Some(1),
+        "key 2 persisted after the recreate"
+    );
 }
 
 #[test]

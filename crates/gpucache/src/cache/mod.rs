@@ -539,11 +539,17 @@ impl Cache {
     }
 
     /// Writes everything stored so far to every lower tier and makes it durable (fsync).
+    /// Fails when stores since the previous flush did not reach the disk (a read-only or full
+    /// directory: they stay in memory), and always when a directory was configured but could
+    /// not be used ([`disk_error`](Self::disk_error)): nothing is durable then.
     pub fn flush(&self) -> Result<()> {
         if let Some(writer) = &self.writer {
             writer.flush()?;
         }
-        Ok(())
+        match &self.disk_error {
+            Some(e) => Err(Error::Io(std::io::Error::other(e.clone()))),
+            None => Ok(()),
+        }
     }
 
     /// Rewrites every sealed disk segment that holds dead records (reclaims all dead space).
