@@ -1,8 +1,9 @@
 //! `gpucache export` and `gpucache import`: a single-file bundle of a cache's live entries
 //! (`docs/bundle-format.md`), to pre-warm another machine.
 
-use std::fs::{self, File};
+use std::fs;
 use std::io::{BufWriter, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -58,7 +59,19 @@ pub fn export(out: &mut dyn Write, dir: &Path, file: &Path, as_json: bool) -> Re
 }
 
 fn write_bundle(dir: &Path, tmp: &PathBuf) -> Result<inspect::ExportReport> {
-    let file = File::create(tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+    // A bundle holds every entry of the cache: private (0600) whatever the umask, like the
+    // cache's own files.
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(tmp)
+        .and_then(|f| {
+            f.set_permissions(std::fs::Permissions::from_mode(0o600))
+                .map(|()| f)
+        })
+        .with_context(|| format!("cannot create {}", tmp.display()))?;
     let mut writer = BufWriter::with_capacity(1 << 20, file);
     let report = inspect::export_bundle(dir, &mut writer)?;
     let file = writer.into_inner().map_err(|e| e.into_error())?;

@@ -87,6 +87,13 @@ fn stats_json(dir: &Path, meta: &Identity, s: &DirStats, blob: &BlobSection) -> 
         "dead_bytes": s.dead_bytes,
         "space_amplification": s.space_amplification(),
     });
+    if let Ok(a) = inspect::access_report(dir) {
+        value["mode"] = json!(format!("{:04o}", a.mode));
+        value["owner_uid"] = json!(a.owner);
+        value["writable"] = json!(a.not_writable.is_none());
+        value["not_writable"] = json!(a.not_writable);
+        value["free_bytes"] = json!(a.free_bytes);
+    }
     blob.add_json(&mut value);
     value
 }
@@ -122,6 +129,26 @@ fn print_stats(
     ];
     for (name, value) in rows {
         writeln!(out, "{name:<22}{value}")?;
+    }
+    if let Ok(a) = inspect::access_report(dir) {
+        let rows = [
+            (
+                "access",
+                format!("mode {:04o}, owner uid {}", a.mode, a.owner),
+            ),
+            (
+                "writable",
+                a.not_writable
+                    .map_or("yes".to_owned(), |why| format!("no: {why}")),
+            ),
+            (
+                "free space",
+                a.free_bytes.map_or("unknown".to_owned(), size),
+            ),
+        ];
+        for (name, value) in rows {
+            writeln!(out, "{name:<22}{value}")?;
+        }
     }
     blob.print(out)
 }

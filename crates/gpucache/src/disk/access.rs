@@ -145,3 +145,42 @@ pub(crate) fn check_owner(dirs: &[&Path]) -> Result<()> {
 pub(crate) fn check_owner_io(dir: &Path) -> io::Result<()> {
     check_owner(&[dir]).map_err(|e| io::Error::new(ErrorKind::PermissionDenied, e.to_string()))
 }
+
+/// Whether a directory could take writes now, as a tool sees it (`gpucache stats`): its mode
+/// and owner, whether this process may write there, and the free space.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AccessReport {
+    /// Permission bits (with setgid and sticky).
+    pub mode: u32,
+    /// The owner's user id.
+    pub owner: u32,
+    /// Why this process could not write there now (a read-only file system, permissions,
+    /// no space left), or `None` when it could.
+    pub not_writable: Option<String>,
+    /// Bytes free for an unprivileged user on its file system, if known.
+    pub free_bytes: Option<u64>,
+}
+
+/// Looks at `dir` without changing anything in it: opens its lock file for writing (neither
+/// created nor truncated) and asks the file system for its free space.
+pub fn access_report(dir: &Path) -> io::Result<AccessReport> {
+    let m = fs::metadata(dir)?;
+    let free_bytes = rustix::fs::statvfs(dir)
+        .ok()
+        .map(|s| s.f_bavail.saturating_mul(s.f_frsize));
+    let lock = OpenOptions::new()
+        .write(true)
+        .open(dir.join(super::dir::LOCK_FILE));
+    let not_writable = match lock {
+        Err(e) if e.kind() != ErrorKind::NotFound => Some(e.to_string()),
+        Ok(_) | Err(_) if free_bytes == Some(0) => Some("no space left on the file system".into()),
+        _ => None,
+    };
+    Ok(AccessReport {
+        mode: m.mode() & 0o7777,
+        owner: m.uid(),
+        not_writable,
+        free_bytes,
+    })
+}

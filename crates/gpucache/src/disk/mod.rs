@@ -26,6 +26,7 @@ mod write;
 
 pub(crate) use access::check_owner;
 pub use access::DirAccess;
+pub use access::{access_report, AccessReport};
 pub(crate) use dir::identity_subdir;
 pub use stats::DiskStats;
 pub use stream::MetadataStream;

@@ -29,4 +29,5 @@ pub use crate::disk::inspect::{
     ExportReport, Listing, RecordLookup, Snapshot, VerifyReport, BUNDLE_MAGIC, BUNDLE_VERSION,
     FORMAT_VERSION,
 };
+pub use crate::disk::{access_report, AccessReport};
 pub use maintain::{cache_builder, clear, compact, import_bundle, CompactReport, ImportReport};
