@@ -342,7 +342,7 @@ mod tests {
             NAMES.len(),
             "a code is missing from this test"
         );
-        for unknown in [1, -17, i32::MIN, i32::MAX] {
+        for unknown in [1, -18, i32::MIN, i32::MAX] {
             assert_eq!(name(unknown), "GPUCACHE_ERROR_UNKNOWN");
         }
     }

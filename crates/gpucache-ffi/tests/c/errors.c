@@ -26,13 +26,14 @@ int main(void) {
         {GPUCACHE_ERROR_LINK, -14, "GPUCACHE_ERROR_LINK"},
         {GPUCACHE_ERROR_GL, -15, "GPUCACHE_ERROR_GL"},
         {GPUCACHE_ERROR_CORRUPT, -16, "GPUCACHE_ERROR_CORRUPT"},
+        {GPUCACHE_ERROR_FOREIGN_OWNER, -17, "GPUCACHE_ERROR_FOREIGN_OWNER"},
     };
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         CHECK(codes[i].code == codes[i].value);
         CHECK(strcmp(gpucache_error_name(codes[i].code), codes[i].name) == 0);
     }
     CHECK(strcmp(gpucache_error_name(1), "GPUCACHE_ERROR_UNKNOWN") == 0);
-    CHECK(strcmp(gpucache_error_name(-17), "GPUCACHE_ERROR_UNKNOWN") == 0);
+    CHECK(strcmp(gpucache_error_name(-18), "GPUCACHE_ERROR_UNKNOWN") == 0);
     CHECK(strcmp(gpucache_error_name(INT32_MIN), "GPUCACHE_ERROR_UNKNOWN") == 0);
 
     /* No error yet: an empty message, never NULL. */

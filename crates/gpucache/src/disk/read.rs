@@ -397,6 +397,8 @@ mod tests {
             max_bytes: 1 << 30,
             max_entries: u64::MAX,
             segment_bytes: 1 << 20,
+            access: crate::DirAccess::Private,
+            allow_foreign_owner: false,
         })
         .unwrap();
         for i in 0..100u32 {
@@ -434,6 +436,8 @@ mod tests {
             max_bytes: 1 << 20,
             max_entries: u64::MAX,
             segment_bytes: 4096,
+            access: crate::DirAccess::Private,
+            allow_foreign_owner: false,
         })
         .unwrap();
         put(&disk, b"stable", &[1; 1000]);
