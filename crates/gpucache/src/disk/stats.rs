@@ -180,3 +180,60 @@ impl DiskCounters {
         *self.last_error.lock() = Some(message.to_owned());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Level, Metadata};
+
+    use super::*;
+
+    /// Counts warnings: enough to see what a run of failures logs.
+    struct Warnings(Arc<AtomicUsize>);
+
+    impl tracing::Subscriber for Warnings {
+        fn enabled(&self, _: &Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, event: &Event<'_>) {
+            if *event.metadata().level() == Level::WARN {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+
+    #[test]
+    fn a_run_of_write_failures_is_logged_once_and_counted_in_full() {
+        let warnings = Arc::new(AtomicUsize::new(0));
+        let c = DiskCounters::default();
+        let full = io::Error::other("no space left");
+        tracing::subscriber::with_default(Warnings(Arc::clone(&warnings)), || {
+            for _ in 0..5 {
+                c.add_write_error(&full);
+            }
+            assert_eq!(warnings.load(Ordering::Relaxed), 1);
+            assert!(!c.snapshot(0, 0, 0, 0, true).available);
+            c.note_write_ok();
+            assert!(c.snapshot(0, 0, 0, 0, true).available);
+            c.add_write_error(&full);
+        });
+        assert_eq!(
+            warnings.load(Ordering::Relaxed),
+            2,
+            "one per run of failures"
+        );
+        let s = c.snapshot(0, 0, 0, 0, true);
+        assert_eq!(s.write_errors, 6);
+        assert!(s.last_error.unwrap().contains("no space left"));
+    }
+}
