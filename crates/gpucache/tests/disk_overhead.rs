@@ -2,7 +2,7 @@
 //! many small values, after one process populates a directory and after two populate it at
 //! once.
 //!
-//! Two synthetic corpora of 2,000 values of 200 B to 4 KiB under 20-byte keys (the size of
+//! Two synthetic corpora of 2,000 values of 200 B to 4 KiB (log-uniform) under 20-byte keys (the size of
 //! Mesa's cache keys): compiled-code-like values (instruction words from a skewed opcode
 //! set, register fields, small immediates, a random hash header) and random, incompressible
 //! bytes. Targets: at most 1.05× for either, and no more with two processes than with one
@@ -47,7 +47,9 @@ fn corpus(kind: Corpus, seed: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
     (0..VALUES)
         .map(|_| {
             let key: Vec<u8> = (0..20).map(|_| rng.next_u64() as u8).collect();
-            let len = rng.range(200, 4097) as usize;
+            // Log-uniform: as many values of 200-400 B as of 2-4 KiB (mean about 1.3 KiB).
+            let len = (200.0 * (4096.0f64 / 200.0).powf(rng.next_u64() as f64 / u64::MAX as f64))
+                as usize;
             let value = match kind {
                 Corpus::Code => code_like(&mut rng, len),
                 Corpus::Random => (0..len).map(|_| rng.next_u64() as u8).collect(),
