@@ -492,6 +492,23 @@ mod tests {
         for (i, c) in cases.iter().enumerate() {
             assert!(decompress_value(c, 1 << 20).is_err(), "case {i}");
         }
+        // Random mutations of a sound value: an error or a value within the bound, no panic.
+        let text = b"mov r0, r1; add r2, r0, #4; ".repeat(40);
+        let good = compress_value(&text).unwrap();
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        for _ in 0..20_000 {
+            let mut bad = good.clone();
+            for _ in 0..1 + x % 4 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let at = (x >> 8) as usize % bad.len();
+                bad[at] = (x >> 40) as u8;
+            }
+            if let Ok(v) = decompress_value(&bad, 4096) {
+                assert!(v.len() <= 4096);
+            }
+        }
         // A tombstone that claims to be compressed, and unknown flags, are refused.
         for flags in [FLAG_TOMBSTONE | FLAG_LZ4, 4, 0x8000] {
             let mut rec = Vec::new();
