@@ -145,7 +145,11 @@ fn measure(dir: &Path) -> Result<Measure> {
 fn run_all(mut cmds: Vec<Command>) -> Result<()> {
     let children: Vec<_> = cmds
         .iter_mut()
-        .map(|c| c.spawn())
+        .map(|c| {
+            c.stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+        })
         .collect::<std::io::Result<_>>()?;
     for c in children {
         let out = c.wait_with_output()?;
