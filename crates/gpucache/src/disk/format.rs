@@ -190,10 +190,17 @@ impl RecordHeader {
 
 /// The value as it is stored for `value`: LZ4-compressed (with [`FLAG_LZ4`]) when that saves
 /// at least 1/32 of it, else as it is (`None`). Values under [`COMPRESS_MIN_LEN`] are not
-/// tried.
+/// tried; of values of 4 KiB and more the first KiB is tried first, and an incompressible
+/// one is stored as it is (the writer then costs a quarter or less of a full attempt).
 pub fn compress_value(value: &[u8]) -> Option<Vec<u8>> {
     if value.len() < COMPRESS_MIN_LEN || value.len() > u32::MAX as usize {
         return None;
+    }
+    if value.len() >= 4096 {
+        let probe = lz4_flex::block::compress(&value[..1024]);
+        if probe.len() > 1024 - 1024 / 32 {
+            return None;
+        }
     }
     let block = lz4_flex::block::compress(value);
     let stored = 4 + block.len();
