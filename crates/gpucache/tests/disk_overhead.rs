@@ -67,7 +67,7 @@ fn code_like(rng: &mut Rng, len: usize) -> Vec<u8> {
     while v.len() < len {
         let r = rng.next_u64();
         // Skewed: low opcodes are far more common (min of two uniform draws).
-        let op = (r % 48).min((r >> 8) % 48) as u64;
+        let op = (r % 48).min((r >> 8) % 48);
         let regs = (r >> 16) & 0x3_FFFF;
         let imm = match (r >> 40) % 4 {
             0 | 1 => 0,
