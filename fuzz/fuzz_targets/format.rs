@@ -3,7 +3,8 @@
 #![no_main]
 
 use gpucache::fuzzing::{
-    decode_index_entry, decode_meta, decode_record, decode_segment_header, SegmentFile,
+    decode_index_entry, decode_meta, decode_record, decode_segment_header, decompress_value,
+    record_value, SegmentFile,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -14,5 +15,13 @@ fuzz_target!(|data: &[u8]| {
     let _ = decode_index_entry(data);
     if let Ok(header) = decode_record(data, 1 << 20) {
         assert!(header.record_len() as usize <= data.len());
+        // A sound record's compressed value: bounded by the declared length, never a panic.
+        if let Ok(value) = record_value(data, &header, 1 << 20) {
+            assert!(value.len() <= 1 << 20);
+        }
+    }
+    // Hostile compressed values on their own (`raw_len:u32`, then an LZ4 block).
+    if let Ok(value) = decompress_value(data, 1 << 16) {
+        assert!(value.len() <= 1 << 16);
     }
 });

@@ -108,7 +108,7 @@ fn stats_reports_meta_and_space_as_text_and_json() {
     assert!(text.contains("space amplification"), "{text}");
     let v = json(&["stats", "--json", s(dir.path())]);
     assert_eq!(v["kind"], "cache");
-    assert_eq!(v["format_version"], 1);
+    assert_eq!(v["format_version"], 2);
     assert_eq!(v["cache_version"], 2);
     assert_eq!(v["identity_text"], IDENTITY);
     assert_eq!(v["identity_hex"], hex(IDENTITY.as_bytes()));

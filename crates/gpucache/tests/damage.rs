@@ -140,7 +140,7 @@ fn a_truncated_index_file_is_completed_from_its_data() {
     let dir = tmp.path();
     // A sealed segment's index cut inside its sixth entry, and the newest one's cut to its
     // header: the records they no longer describe are intact in the data files.
-    for (seg, keep) in [(segs[1], 32 + 5 * 32 + 7), (*segs.last().unwrap(), 32)] {
+    for (seg, keep) in [(segs[1], 32 + 5 * 24 + 7), (*segs.last().unwrap(), 32)] {
         let idx = seg_path(dir, seg, "idx");
         let bytes = fs::read(&idx).unwrap();
         fs::write(&idx, &bytes[..keep]).unwrap();
@@ -152,7 +152,7 @@ fn a_truncated_index_file_is_completed_from_its_data() {
 /// The offsets of the records an index file lists, in file order.
 fn record_offsets(idx: &Path) -> Vec<u64> {
     fs::read(idx).unwrap()[32..]
-        .chunks_exact(32)
+        .chunks_exact(24)
         .map(|e| u64::from(u32::from_le_bytes(e[8..12].try_into().unwrap())))
         .collect()
 }
@@ -172,7 +172,7 @@ fn a_rebuild_loses_only_the_damaged_records() {
     let (idx, dat) = (seg_path(dir, segs[1], "idx"), seg_path(dir, segs[1], "dat"));
     let offsets = record_offsets(&idx);
     assert!(offsets.len() > 40);
-    flip_byte(&dat, offsets[10] + 24 + 40 + 5);
+    flip_byte(&dat, offsets[10] + 12 + 44 + 5);
     flip_byte(&dat, offsets[30] + 9);
     fs::write(&idx, vec![0u8; fs::metadata(&idx).unwrap().len() as usize]).unwrap();
     assert_eq!(served(dir, 0..N), N - 2);
@@ -489,10 +489,9 @@ fn forged_entry(key_hash: u64, offset: u32, key_len: u32, value_len: u32) -> Vec
     let mut b = Vec::new();
     b.extend_from_slice(&key_hash.to_le_bytes());
     b.extend_from_slice(&offset.to_le_bytes());
-    b.extend_from_slice(&key_len.to_le_bytes());
     b.extend_from_slice(&value_len.to_le_bytes());
-    b.extend_from_slice(&0u32.to_le_bytes());
-    b.extend_from_slice(&0u32.to_le_bytes());
+    b.extend_from_slice(&(key_len as u16).to_le_bytes());
+    b.extend_from_slice(&0u16.to_le_bytes()); // Flags.
     let crc = crc32c::crc32c(&b);
     b.extend_from_slice(&crc.to_le_bytes());
     b

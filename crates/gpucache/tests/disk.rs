@@ -7,14 +7,18 @@ use std::path::Path;
 use gpucache::{Cache, CacheBuilder};
 
 /// A value that names its key and version, so a wrong or torn value is recognisable.
+/// Bytes derived from the key and version, incompressible (so that sizes on disk follow
+/// value sizes).
 fn value_for(key: u32, version: u32, len: usize) -> Vec<u8> {
-    let mut v = Vec::with_capacity(len);
-    while v.len() < len {
-        v.extend_from_slice(&key.to_le_bytes());
-        v.extend_from_slice(&version.to_le_bytes());
-    }
-    v.truncate(len);
-    v
+    let mut x = (u64::from(key) << 32 | u64::from(version)) ^ 0x9E37_79B9_7F4A_7C15;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
 }
 
 fn key(i: u32) -> [u8; 20] {

@@ -540,12 +540,12 @@ fn a_record_that_disagrees_with_its_index_entry_is_never_returned() {
     assert_eq!(idx_files.len(), 1, "{:?}", listing(&dir));
     let mut idx = fs::read(&idx_files[0]).unwrap();
     {
-        let entry = &mut idx[32..64];
+        let entry = &mut idx[32..56];
         assert_eq!(u32::from_le_bytes(entry[8..12].try_into().unwrap()), 32);
-        assert_eq!(u32::from_le_bytes(entry[16..20].try_into().unwrap()), 1000);
-        entry[16..20].copy_from_slice(&LONG.to_le_bytes());
-        let crc = crc32c(&entry[..28]);
-        entry[28..32].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(u32::from_le_bytes(entry[12..16].try_into().unwrap()), 1000);
+        entry[12..16].copy_from_slice(&LONG.to_le_bytes());
+        let crc = crc32c(&entry[..20]);
+        entry[20..24].copy_from_slice(&crc.to_le_bytes());
     }
     fs::write(&idx_files[0], &idx).unwrap();
 

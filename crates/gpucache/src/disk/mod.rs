@@ -36,7 +36,7 @@ pub(crate) use tier::{DiskConfig, DiskTier};
 #[cfg(fuzzing)]
 pub(crate) mod fuzzing {
     pub use super::format::{
-        decode_index_entry, decode_meta, decode_record, decode_segment_header, encode_meta,
-        encode_segment_header, SegmentFile,
+        decode_index_entry, decode_meta, decode_record, decode_segment_header, decompress_value,
+        encode_meta, encode_segment_header, record_value, SegmentFile,
     };
 }

@@ -1,6 +1,6 @@
 //! Repair of damaged segments, by a writer holding the directory's exclusive lock.
 //!
-//! Records are self-describing (lengths, key hash, CRC32C over all of it), so a segment's
+//! Records are self-describing (lengths, the full key, CRC32C over all of it), so a segment's
 //! data file is the truth and its index file a summary that may be rebuilt from it. The
 //! readers mark what looks damaged ([`Repair`]); the next writer, before appending, checks
 //! those segments against their data files:

@@ -41,6 +41,11 @@ pub struct DiskStats {
     /// Stores not persisted because the key is longer than 65,535 bytes or the entry
     /// cannot fit in a segment.
     pub too_large_skipped: u64,
+    /// Records not written because the key's latest record on disk was byte-identical
+    /// (another process had stored the same value).
+    pub duplicates_skipped: u64,
+    /// Records written with their value LZ4-compressed.
+    pub compressed_records: u64,
     /// Segments evicted to keep the directory within its limits.
     pub evicted_segments: u64,
     /// Records kept through an eviction because the memory tier still held them.
@@ -102,6 +107,8 @@ counters!(
     bytes_written,
     write_errors,
     too_large_skipped,
+    duplicates_skipped,
+    compressed_records,
     evicted_segments,
     reinserted,
     compacted_segments,
@@ -150,6 +157,12 @@ impl DiskCounters {
     }
     pub(crate) fn add_too_large(&self) {
         self.too_large_skipped.incr();
+    }
+    pub(crate) fn add_duplicate(&self) {
+        self.duplicates_skipped.incr();
+    }
+    pub(crate) fn add_compressed(&self) {
+        self.compressed_records.incr();
     }
     pub(crate) fn add_evicted_segment(&self) {
         self.evicted_segments.incr();

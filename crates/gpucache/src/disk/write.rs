@@ -17,8 +17,9 @@ use std::sync::atomic::Ordering;
 use super::access;
 use super::dir;
 use super::format::{
-    decode_segment_header, encode_index_entry, encode_record, encode_segment_header, peek_key,
-    IndexEntry, RecordHeader, SegmentFile, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
+    compress_value, decode_segment_header, encode_index_entry, encode_record,
+    encode_segment_header, peek_key, IndexEntry, RecordHeader, SegmentFile, FLAG_LZ4,
+    FLAG_TOMBSTONE, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
 use super::index::Loc;
 use super::DiskTier;
@@ -151,23 +152,58 @@ impl Batch<'_> {
         len + SEGMENT_HEADER_LEN as u64 <= self.disk.cfg.segment_bytes
     }
 
-    /// Buffers a record for `key`: a value, or a tombstone when `value` is `None`.
+    /// Buffers a record for `key`: a value (compressed when that pays), or a tombstone when
+    /// `value` is `None`. A record byte-identical to the key's latest one on disk is not
+    /// written again (processes populating one directory store the same values).
     pub(super) fn push(&mut self, key: &[u8], value: Option<&[u8]>) -> io::Result<()> {
-        let flags = if value.is_some() {
-            0
-        } else {
-            super::format::FLAG_TOMBSTONE
+        let compressed = value.and_then(compress_value);
+        let (flags, stored) = match (value, &compressed) {
+            (None, _) => (FLAG_TOMBSTONE, &[][..]),
+            (Some(_), Some(c)) => (FLAG_LZ4, &c[..]),
+            (Some(v), None) => (0, v),
         };
-        let value = value.unwrap_or(&[]);
-        let header = RecordHeader::for_entry(key, value.len(), flags);
+        let header = RecordHeader::for_entry(key, stored.len(), flags);
         if !self.fits(header.record_len()) {
             self.disk.counters.add_too_large();
             return Ok(());
         }
+        if self.is_latest_on_disk(&header, key, stored) {
+            self.disk.counters.add_duplicate();
+            return Ok(());
+        }
+        if compressed.is_some() {
+            self.disk.counters.add_compressed();
+        }
         let offset = self.reserve(header.record_len())?;
-        encode_record(self.data_buf, key, value, flags);
+        encode_record(self.data_buf, key, stored, flags);
         self.entries.push(IndexEntry { header, offset });
         Ok(())
+    }
+
+    /// Whether the record `header`, `key` and `stored` would make is byte for byte the latest
+    /// record of its key in the directory (the index is up to date: the batch holds the
+    /// lock). A key with a record buffered in this batch is never skipped: that record,
+    /// not the one on disk, is its latest.
+    fn is_latest_on_disk(&self, header: &RecordHeader, key: &[u8], stored: &[u8]) -> bool {
+        let Some(loc) = self.disk.index.read().latest(header.key_hash) else {
+            return false;
+        };
+        if loc.record_len() != header.record_len()
+            || loc.tombstone != header.is_tombstone()
+            || self
+                .entries
+                .iter()
+                .any(|e| e.header.key_hash == header.key_hash)
+        {
+            return false;
+        }
+        let mut ours = Vec::with_capacity(header.record_len() as usize);
+        encode_record(&mut ours, key, stored, header.flags);
+        let mut on_disk = vec![0u8; ours.len()];
+        self.disk
+            .data_file(loc.seg)
+            .and_then(|f| f.read_exact_at(&mut on_disk, u64::from(loc.offset)))
+            .is_ok_and(|()| on_disk == ours)
     }
 
     /// Buffers an already encoded and checked record (a copy made by eviction or compaction).
@@ -413,7 +449,12 @@ impl Batch<'_> {
                 kept += 1;
             }
         }
-        self.write_out()?;
+        // The copies are made durable before the originals go.
+        if kept > 0 {
+            self.sync()?;
+        } else {
+            self.write_out()?;
+        }
         self.delete_segment(seg)?;
         self.disk.counters.add_evicted_segment();
         self.disk.counters.add_reinserted(kept);
@@ -438,20 +479,31 @@ impl Batch<'_> {
         self.write_out()?;
         // Know the append target first, so that it is never taken for a victim.
         self.ensure_active()?;
-        if force {
-            // Seal the active segment if it holds dead records, so they are reclaimed too.
+        // Seal the active segment if it holds dead records and compaction is due for them
+        // (forced, or the active segment holds the most dead bytes, as after processes
+        // populated one directory at once with values that differ), so that they are
+        // reclaimed too.
+        let (active_dead, sealed_dead, total_dead, total_bytes) = {
+            let ix = self.disk.index.read();
             let active = self.active.as_ref().map(|a| a.id);
-            let dead = active.and_then(|id| {
-                self.disk
-                    .index
-                    .read()
-                    .segs()
-                    .get(&id)
-                    .map(|s| s.dead_bytes())
-            });
-            if dead.is_some_and(|d| d > 0) {
-                self.rotate()?;
-            }
+            let dead_of = |id| ix.segs().get(&id).map_or(0, |s| s.dead_bytes());
+            let sealed = ix
+                .segs()
+                .iter()
+                .filter(|(&id, _)| Some(id) != active)
+                .map(|(_, s)| s.dead_bytes())
+                .max()
+                .unwrap_or(0);
+            let total: u64 = ix.segs().values().map(|s| s.dead_bytes()).sum();
+            (active.map_or(0, dead_of), sealed, total, ix.totals().2)
+        };
+        // Unforced, the active segment waits for 1 MiB of dead bytes (an eighth of a smaller
+        // segment): small directories are not rewritten for a few overwrites.
+        let floor = (self.disk.cfg.segment_bytes / 8).min(1 << 20);
+        let due = force
+            || (total_dead * 10 > total_bytes && active_dead > sealed_dead && active_dead >= floor);
+        if active_dead > 0 && due {
+            self.rotate()?;
         }
         loop {
             let active = self.active.as_ref().map(|a| a.id);
@@ -489,7 +541,8 @@ impl Batch<'_> {
                     self.push_raw(header, &record)?;
                 }
             }
-            self.write_out()?;
+            // The copies are made durable before the originals go.
+            self.sync()?;
             self.delete_segment(seg)?;
             self.disk.counters.add_compacted();
         }

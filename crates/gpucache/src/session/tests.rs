@@ -281,7 +281,17 @@ fn a_full_value_file_is_cache_full() {
         .unwrap();
     let mut full = false;
     for i in 0..200u32 {
-        match s.store(&i.to_le_bytes(), vec![0u8; 1000]) {
+        // Incompressible: zeros would compress to a few bytes each and never fill it.
+        let mut x = u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15) + 1;
+        let value: Vec<u8> = (0..1000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        match s.store(&i.to_le_bytes(), value) {
             Ok(()) => s.flush().unwrap(),
             Err(Error::CacheFull { .. }) => {
                 full = true;

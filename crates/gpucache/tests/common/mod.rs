@@ -375,12 +375,12 @@ pub fn listing(dir: &Path) -> Vec<String> {
 }
 
 /// Path of a segment file in a cache directory.
-/// A segment file header as `docs/disk-format.md` lays it out: magic, format version 1,
+/// A segment file header as `docs/disk-format.md` lays it out: magic, format version 2,
 /// segment id, 12 reserved bytes, CRC32C of the first 28 bytes. Written here from the
 /// document, independently of the library's encoder.
 pub fn segment_header(magic: &[u8; 8], id: u32) -> Vec<u8> {
     let mut b = magic.to_vec();
-    b.extend_from_slice(&1u32.to_le_bytes());
+    b.extend_from_slice(&2u32.to_le_bytes());
     b.extend_from_slice(&id.to_le_bytes());
     b.extend_from_slice(&[0; 12]);
     let crc = crc32c::crc32c(&b);

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use super::dir;
 use super::format::{
-    self, decode_record, peek_key, record_key_value, RecordHeader, RECORD_HEADER_LEN,
+    self, decode_record, peek_key, record_key_value, record_value, RecordHeader, RECORD_HEADER_LEN,
 };
 use super::index::{Index, Loc};
 use crate::codec::FormatError;
@@ -232,7 +232,9 @@ impl Snapshot {
             let file = files
                 .entry(loc.seg)
                 .or_insert_with(|| File::open(dir::data_path(&self.dir, loc.seg)).ok());
-            let mut head = vec![0u8; RECORD_HEADER_LEN + usize::from(loc.key_len)];
+            // The key, and the raw length that leads a compressed value.
+            let len = RECORD_HEADER_LEN + usize::from(loc.key_len) + 4.min(loc.value_len as usize);
+            let mut head = vec![0u8; len];
             let read = file
                 .as_ref()
                 .is_some_and(|f| f.read_exact_at(&mut head, u64::from(loc.offset)).is_ok());
@@ -240,7 +242,7 @@ impl Snapshot {
             if let Some(key) = key.filter(|_| read) {
                 out.entries.push(EntryInfo {
                     key: key.to_vec(),
-                    value_len: loc.value_len,
+                    value_len: format::peek_raw_value_len(&head).unwrap_or(loc.value_len),
                     segment: loc.seg,
                     offset: loc.offset,
                 });
@@ -262,10 +264,13 @@ impl Snapshot {
             .and_then(|f| {
                 let mut chunks = Chunks::new(f).map_err(|e| format!("data file: {e}"))?;
                 chunks.min_read = 0; // One record: read just it.
-                checked_record(&mut chunks, hash, loc).map(|(h, r)| {
-                    let (k, v) = record_key_value(r, &h);
-                    (k == key).then(|| v.to_vec())
-                })
+                let (h, r) = checked_record(&mut chunks, hash, loc)?;
+                if record_key_value(r, &h).0 != key {
+                    return Ok(None);
+                }
+                record_value(r, &h, u64::from(u32::MAX))
+                    .map(|v| Some(v.into_owned()))
+                    .map_err(|e| e.to_string())
             });
         match record {
             Ok(Some(value)) => RecordLookup::Found(value),
@@ -291,8 +296,11 @@ impl Snapshot {
             let chunks = current.as_mut().and_then(|c| c.1.as_mut());
             match chunks.map(|c| checked_record(c, hash, loc)) {
                 Some(Ok((header, record))) => {
-                    let (key, value) = record_key_value(record, &header);
-                    f(key, value)?;
+                    let (key, _) = record_key_value(record, &header);
+                    match record_value(record, &header, u64::from(u32::MAX)) {
+                        Ok(value) => f(key, &value)?,
+                        Err(_) => skipped += 1,
+                    }
                 }
                 _ => skipped += 1,
             }

@@ -200,7 +200,16 @@ fn verify_segment(
                 continue;
             }
             Some(bytes) => match format::decode_record(bytes, len) {
-                Ok(h) if h == e.header => r.records_ok += 1,
+                Ok(h) if h == e.header => {
+                    // A compressed value must also decompress (the library checks it on read).
+                    match format::record_value(bytes, &h, u64::from(u32::MAX)) {
+                        Ok(_) => r.records_ok += 1,
+                        Err(err) => {
+                            r.records_corrupt += 1;
+                            r.problem(id, format!("record at {off}: {err}"));
+                        }
+                    }
+                }
                 Ok(_) => {
                     r.records_corrupt += 1;
                     r.problem(
