@@ -332,6 +332,11 @@ mod tests {
             (GPUCACHE_ERROR_LINK, -14, "GPUCACHE_ERROR_LINK"),
             (GPUCACHE_ERROR_GL, -15, "GPUCACHE_ERROR_GL"),
             (GPUCACHE_ERROR_CORRUPT, -16, "GPUCACHE_ERROR_CORRUPT"),
+            (
+                GPUCACHE_ERROR_FOREIGN_OWNER,
+                -17,
+                "GPUCACHE_ERROR_FOREIGN_OWNER",
+            ),
         ];
         for (constant, value, expected) in pinned {
             assert_eq!(constant, value, "{expected} changed its number");

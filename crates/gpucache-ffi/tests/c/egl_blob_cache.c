@@ -50,7 +50,8 @@ static void configure(void) {
     gpucache_egl_config zeroed;
     memset(&zeroed, 0, sizeof zeroed);
     gpucache_egl_config_init(&zeroed);
-    CHECK(zeroed.struct_size == sizeof zeroed && zeroed.max_key_size == 4096);
+    size_t v1_size = (offsetof(gpucache_egl_config, reserved) + sizeof(uint32_t) + 7) & ~(size_t)7;
+    CHECK(zeroed.struct_size == v1_size && zeroed.max_key_size == 4096);
     gpucache_egl_config_init(NULL);
 
     /* Refused configurations leave nothing configured. */
