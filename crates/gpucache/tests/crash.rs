@@ -364,6 +364,13 @@ fn compaction_right_after_reopen_keeps_every_live_entry() {
     // `compact()`: it has no active segment yet.
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
+    // Segments of 1 MiB: the writer compacts an active segment by itself only from 128 KiB
+    // of dead records, and this one must keep its 30 KB until `compact()`.
+    let builder = |dir: &Path| {
+        builder(dir)
+            .max_disk_bytes(8 << 20)
+            .max_segment_bytes(1 << 20)
+    };
     {
         let c = builder(dir).open().unwrap();
         for version in 1..=4 {

@@ -603,3 +603,54 @@ fn random_damage_never_serves_wrong_bytes_and_is_repaired() {
         count_served(&c, 0..n + 1);
     }
 }
+
+/// A compressed record whose LZ4 block was damaged and whose CRC was then forged to match
+/// (what a hostile writer can do): a miss and a count, never a panic, an unbounded
+/// allocation or wrong bytes, whether read by a lookup, the preload or the tools.
+#[test]
+fn a_forged_compressed_record_is_a_miss() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let text = b"vec4 color = texture(tex, uv) * tint; ".repeat(60);
+    {
+        let c = builder(dir).open().unwrap();
+        c.insert(b"shader", text.clone()).unwrap();
+        c.insert(b"other", value_for(1, 1, 1000)).unwrap();
+        c.flush().unwrap();
+        assert_eq!(c.stats().disk.unwrap().compressed_records, 1);
+    }
+    let segs = segment_ids(dir);
+    let dat = seg_path(dir, segs[0], "dat");
+    let mut bytes = fs::read(&dat).unwrap();
+    // The first record, as docs/disk-format.md lays it out: crc, key length, flags, stored
+    // length, key, then `raw_len:u32` and the LZ4 block.
+    let at = 32;
+    let key_len = u16::from_le_bytes(bytes[at + 4..at + 6].try_into().unwrap()) as usize;
+    assert_eq!(
+        u16::from_le_bytes(bytes[at + 6..at + 8].try_into().unwrap()),
+        2
+    );
+    let stored = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+    let value_at = at + 12 + key_len;
+    // A raw length far beyond the block, and a block byte changed.
+    bytes[value_at..value_at + 4].copy_from_slice(&(64u32 << 20).to_le_bytes());
+    bytes[value_at + 4] ^= 0xFF;
+    let end = value_at + stored;
+    let crc = crc32c::crc32c(&bytes[at + 4..end]);
+    bytes[at..at + 4].copy_from_slice(&crc.to_le_bytes());
+    fs::write(&dat, &bytes).unwrap();
+
+    for preload in [false, true] {
+        let c = builder(dir).preload(preload).open().unwrap();
+        c.wait_for_preload();
+        assert_eq!(c.get(b"shader"), None, "preload {preload}");
+        assert_eq!(c.get(b"other").as_deref(), Some(&value_for(1, 1, 1000)[..]));
+        assert!(c.stats().disk.unwrap().corrupt_dropped >= 1);
+    }
+    let report = inspect::verify(dir, &mut |_, _| {}).unwrap();
+    assert_eq!(report.records_corrupt, 1, "{report:?}");
+    assert!(matches!(
+        inspect::get(dir, b"shader").unwrap(),
+        inspect::RecordLookup::Corrupt(_)
+    ));
+}
