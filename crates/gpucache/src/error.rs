@@ -58,6 +58,14 @@ pub enum Error {
     /// Bytes read back (a metadata stream, a file given to a tool) fail their checks.
     #[error("corrupt: {0}")]
     Corrupt(#[from] FormatError),
+    /// Cache control outside developer mode (D3D12 allows `ShaderCacheControl` only in
+    /// developer mode); see [`crate::control::developer_mode`].
+    #[error(
+        "cache control needs developer mode: set GPUCACHE_DEVELOPER_MODE=1, or create \
+         $XDG_CONFIG_HOME/gpucache/developer-mode (your own, mode 0600) or \
+         /etc/gpucache/developer-mode (root's)"
+    )]
+    DeveloperModeRequired,
     /// The feature exists in the API but is not implemented yet.
     #[error("unsupported: {0}")]
     Unsupported(&'static str),
