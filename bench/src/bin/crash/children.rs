@@ -81,7 +81,10 @@ pub fn run(args: &[String]) {
 }
 
 fn cache_child(dir: &Path, epoch: u64, seed: u64) {
-    let cache = builder(dir).preload(seed % 2 == 0).open().expect("open");
+    let cache = builder(dir)
+        .preload(seed.is_multiple_of(2))
+        .open()
+        .expect("open");
     if let Some(e) = cache.disk_error() {
         println!("DISKERROR {e}");
         std::process::exit(4);

@@ -45,6 +45,8 @@ struct Tally {
     acked_flushes: u64,
     reads: u64,
     values: u64,
+    /// Reads after a kill of keys whose latest state a flush acknowledged.
+    flushed_checked: u64,
     corrupt: u64,
     lost: u64,
     stale: u64,
@@ -59,6 +61,7 @@ impl Tally {
         self.acked_flushes += o.acked_flushes;
         self.reads += o.reads;
         self.values += o.values;
+        self.flushed_checked += o.flushed_checked;
         self.corrupt += o.corrupt;
         self.lost += o.lost;
         self.stale += o.stale;
@@ -68,13 +71,14 @@ impl Tally {
     fn line(&self, name: &str) -> String {
         format!(
             "{name}: kills={} (before ready {}, with a compactor {}) flushes_acked={} reads={} \
-             values={} corrupt={} lost={} stale={} failures={}",
+             values={} flushed_checked={} corrupt={} lost={} stale={} failures={}",
             self.kills,
             self.kills_before_ready,
             self.with_compactor,
             self.acked_flushes,
             self.reads,
             self.values,
+            self.flushed_checked,
             self.corrupt,
             self.lost,
             self.stale,
@@ -314,7 +318,7 @@ fn iteration(
     model: &mut Model,
     t: &mut Tally,
 ) {
-    let compactor = (rng.next_u64() % 2 == 0).then(|| {
+    let compactor = (rng.next_u64().is_multiple_of(2)).then(|| {
         let mut c = Command::new(exe);
         c.args(["--child", "compactor"]).arg(dir).arg(kind.name());
         t.with_compactor += 1;
@@ -322,7 +326,7 @@ fn iteration(
     });
     let mut child = Running::spawn(cmd);
     let mut seen = Vec::new();
-    let window = if rng.next_u64() % 5 == 0 {
+    let window = if rng.next_u64().is_multiple_of(5) {
         t.kills_before_ready += 1;
         Duration::from_millis(rng.next_u64() % 30)
     } else {
@@ -417,6 +421,7 @@ fn check(
     let judge = |id: u32, read: Option<&[u8]>, t: &mut Tally| {
         t.reads += 1;
         t.values += u64::from(read.is_some());
+        t.flushed_checked += u64::from(model.flushed(id));
         let (verdict, why) = model.judge(id, read);
         match verdict {
             Verdict::Ok => return,
@@ -428,7 +433,7 @@ fn check(
     };
     match kind {
         Kind::Cache => {
-            let preload = rng.next_u64() % 2 == 0;
+            let preload = rng.next_u64().is_multiple_of(2);
             let cache = match children::builder(dir).preload(preload).open() {
                 Ok(c) if c.disk_error().is_none() => c,
                 other => {

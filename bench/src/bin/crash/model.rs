@@ -73,12 +73,12 @@ impl Rng {
 pub fn op(kind: Kind, seed: u64, seq: u64) -> Op {
     let mut r = Rng::new(seed ^ seq.wrapping_mul(0xD6E8_FEB8_6659_FD93));
     let roll = r.next_u64() % 100;
-    let id = if r.next_u64() % 2 == 0 {
+    let id = if r.next_u64().is_multiple_of(2) {
         (r.next_u64() % u64::from(HOT)) as u32
     } else {
         (r.next_u64() % u64::from(KEYS)) as u32
     };
-    let len = if r.next_u64() % 20 == 0 {
+    let len = if r.next_u64().is_multiple_of(20) {
         4000 + (r.next_u64() % 8000) as usize
     } else {
         32 + (r.next_u64() % 3000) as usize
@@ -264,10 +264,16 @@ impl Model {
             .keys
             .keys()
             .copied()
-            .filter(|id| u64::from(id >> 20) + 3 > newest || rng.next_u64() % 16 == 0)
+            .filter(|id| u64::from(id >> 20) + 3 > newest || rng.next_u64().is_multiple_of(16))
             .collect();
         ids.sort_unstable();
         ids
+    }
+
+    /// Whether a flush acknowledged a put or removal of key `id`, so a read of it checks
+    /// durability.
+    pub fn flushed(&self, id: u32) -> bool {
+        self.keys.get(&id).is_some_and(|s| s.floor > 0)
     }
 
     /// Judges one read of key `id`.
