@@ -95,8 +95,8 @@ typedef struct gpucache_histogram_summary gpucache_histogram_summary;
 #define GPUCACHE_ERROR_INVALID_ARGUMENT -9
 
 /**
- * Not available here: no libEGL, or a display without `EGL_ANDROID_blob_cache`.
- * Value `-10`.
+ * Not available here: no libEGL, a display without `EGL_ANDROID_blob_cache`, or cache
+ * control outside developer mode. Value `-10`.
  */
 #define GPUCACHE_ERROR_UNSUPPORTED -10
 
@@ -228,6 +228,37 @@ typedef struct gpucache_histogram_summary gpucache_histogram_summary;
  * Value `0x8`.
  */
 #define GPUCACHE_KIND_APPLICATION_MANAGED 8
+
+/**
+ * `D3D12_SHADER_CACHE_SUPPORT_SINGLE_PSO`: single blobs stored and found by the
+ * application (sessions); always set. Value `0x1`.
+ */
+#define GPUCACHE_SHADER_CACHE_SUPPORT_SINGLE_PSO 1
+
+/**
+ * `D3D12_SHADER_CACHE_SUPPORT_LIBRARY`: pipeline libraries; gpucache has none, never set.
+ * Value `0x2`.
+ */
+#define GPUCACHE_SHADER_CACHE_SUPPORT_LIBRARY 2
+
+/**
+ * `D3D12_SHADER_CACHE_SUPPORT_AUTOMATIC_INPROC_CACHE`: the driver's compilations are cached
+ * in this process (the EGL blob cache is configured). Value `0x4`.
+ */
+#define GPUCACHE_SHADER_CACHE_SUPPORT_AUTOMATIC_INPROC_CACHE 4
+
+/**
+ * `D3D12_SHADER_CACHE_SUPPORT_AUTOMATIC_DISK_CACHE`: ... and on disk (it has a directory).
+ * Value `0x8`.
+ */
+#define GPUCACHE_SHADER_CACHE_SUPPORT_AUTOMATIC_DISK_CACHE 8
+
+/**
+ * `D3D12_SHADER_CACHE_SUPPORT_DRIVER_MANAGED_CACHE`: a driver-managed cache (the EGL blob
+ * cache) is present and `GPUCACHE_KIND_IMPLICIT_DRIVER_MANAGED` control reaches it.
+ * Value `0x10`.
+ */
+#define GPUCACHE_SHADER_CACHE_SUPPORT_DRIVER_MANAGED_CACHE 16
 
 /**
  * `D3D12_SHADER_CACHE_CONTROL_FLAG_DISABLE`. Value `0x1`.
@@ -1135,13 +1166,44 @@ void gpucache_session_close(struct gpucache_session *s);
  * sessions; `IMPLICIT_DRIVER_MANAGED` the EGL blob cache (while disabled, `set` is ignored
  * and `get` answers 0).
  *
- * Returns `GPUCACHE_OK`, `GPUCACHE_ERROR_INVALID_ARGUMENT` or `GPUCACHE_ERROR_IO`.
+ * As in D3D12, only in developer mode (`gpucache_developer_mode`), which the user turns
+ * on with the environment variable `GPUCACHE_DEVELOPER_MODE=1` or their own file
+ * `$XDG_CONFIG_HOME/gpucache/developer-mode` (mode 0600), or the administrator with
+ * `/etc/gpucache/developer-mode` (root's, not writable by others). Otherwise nothing changes
+ * and the answer is `GPUCACHE_ERROR_UNSUPPORTED`.
+ *
+ * Returns `GPUCACHE_OK`, `GPUCACHE_ERROR_INVALID_ARGUMENT`, `GPUCACHE_ERROR_UNSUPPORTED` or
+ * `GPUCACHE_ERROR_IO`.
  *
  * # Safety
  *
  * None needed: any bits are accepted, from any thread.
  */
 int32_t gpucache_cache_control(uint32_t kinds, uint32_t control);
+
+/**
+ * Whether cache control is allowed in this process (developer mode, see
+ * `gpucache_cache_control`): 1 or 0.
+ *
+ * # Safety
+ *
+ * None needed.
+ */
+int32_t gpucache_developer_mode(void);
+
+/**
+ * The support query (`CheckFeatureSupport(D3D12_FEATURE_SHADER_CACHE)`): writes to `*flags`
+ * the `GPUCACHE_SHADER_CACHE_SUPPORT_*` bits that hold now. `SINGLE_PSO` always; the
+ * automatic and driver-managed bits while the EGL blob cache is configured (the disk bit
+ * when it has a directory).
+ *
+ * Returns `GPUCACHE_OK`, or `GPUCACHE_ERROR_INVALID_ARGUMENT` for a NULL `flags`.
+ *
+ * # Safety
+ *
+ * `flags` is NULL or points to a writable `uint32_t`.
+ */
+int32_t gpucache_shader_cache_support(uint32_t *flags);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -33,8 +33,8 @@ pub const GPUCACHE_ERROR_NOT_CURRENTLY_AVAILABLE: i32 = -8;
 /// A null pointer, a size out of range, an unknown flag, or an EGL display that is not
 /// initialised. Value `-9`.
 pub const GPUCACHE_ERROR_INVALID_ARGUMENT: i32 = -9;
-/// Not available here: no libEGL, or a display without `EGL_ANDROID_blob_cache`.
-/// Value `-10`.
+/// Not available here: no libEGL, a display without `EGL_ANDROID_blob_cache`, or cache
+/// control outside developer mode. Value `-10`.
 pub const GPUCACHE_ERROR_UNSUPPORTED: i32 = -10;
 /// No blob cache is configured: call `gpucache_egl_configure` first. Value `-11`.
 pub const GPUCACHE_ERROR_NOT_CONFIGURED: i32 = -11;
@@ -204,7 +204,7 @@ pub(crate) fn code_of(e: &gpucache::Error) -> i32 {
         E::BufferTooSmall { .. } => GPUCACHE_ERROR_BUFFER_TOO_SMALL,
         E::NotCurrentlyAvailable => GPUCACHE_ERROR_NOT_CURRENTLY_AVAILABLE,
         E::InvalidArgument(_) => GPUCACHE_ERROR_INVALID_ARGUMENT,
-        E::Unsupported(_) => GPUCACHE_ERROR_UNSUPPORTED,
+        E::Unsupported(_) | E::DeveloperModeRequired => GPUCACHE_ERROR_UNSUPPORTED,
         E::Corrupt(_) => GPUCACHE_ERROR_CORRUPT,
         E::ForeignOwner { .. } => GPUCACHE_ERROR_FOREIGN_OWNER,
         _ => GPUCACHE_ERROR_INTERNAL,
@@ -387,6 +387,7 @@ mod tests {
                 GPUCACHE_ERROR_INVALID_ARGUMENT,
             ),
             (E::Unsupported("x"), GPUCACHE_ERROR_UNSUPPORTED),
+            (E::DeveloperModeRequired, GPUCACHE_ERROR_UNSUPPORTED),
             (
                 E::Corrupt(gpucache::FormatError::Invalid("x")),
                 GPUCACHE_ERROR_CORRUPT,

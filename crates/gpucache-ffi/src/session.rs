@@ -37,6 +37,23 @@ pub const GPUCACHE_KIND_IMPLICIT_DRIVER_MANAGED: u32 = 0x4;
 /// Value `0x8`.
 pub const GPUCACHE_KIND_APPLICATION_MANAGED: u32 = 0x8;
 
+/// `D3D12_SHADER_CACHE_SUPPORT_SINGLE_PSO`: single blobs stored and found by the
+/// application (sessions); always set. Value `0x1`.
+pub const GPUCACHE_SHADER_CACHE_SUPPORT_SINGLE_PSO: u32 = 0x1;
+/// `D3D12_SHADER_CACHE_SUPPORT_LIBRARY`: pipeline libraries; gpucache has none, never set.
+/// Value `0x2`.
+pub const GPUCACHE_SHADER_CACHE_SUPPORT_LIBRARY: u32 = 0x2;
+/// `D3D12_SHADER_CACHE_SUPPORT_AUTOMATIC_INPROC_CACHE`: the driver's compilations are cached
+/// in this process (the EGL blob cache is configured). Value `0x4`.
+pub const GPUCACHE_SHADER_CACHE_SUPPORT_AUTOMATIC_INPROC_CACHE: u32 = 0x4;
+/// `D3D12_SHADER_CACHE_SUPPORT_AUTOMATIC_DISK_CACHE`: ... and on disk (it has a directory).
+/// Value `0x8`.
+pub const GPUCACHE_SHADER_CACHE_SUPPORT_AUTOMATIC_DISK_CACHE: u32 = 0x8;
+/// `D3D12_SHADER_CACHE_SUPPORT_DRIVER_MANAGED_CACHE`: a driver-managed cache (the EGL blob
+/// cache) is present and `GPUCACHE_KIND_IMPLICIT_DRIVER_MANAGED` control reaches it.
+/// Value `0x10`.
+pub const GPUCACHE_SHADER_CACHE_SUPPORT_DRIVER_MANAGED_CACHE: u32 = 0x10;
+
 /// `D3D12_SHADER_CACHE_CONTROL_FLAG_DISABLE`. Value `0x1`.
 pub const GPUCACHE_CONTROL_DISABLE: u32 = 0x1;
 /// `D3D12_SHADER_CACHE_CONTROL_FLAG_ENABLE`. Value `0x2`.
@@ -343,7 +360,14 @@ pub unsafe extern "C" fn gpucache_session_close(s: *mut gpucache_session) {
 /// sessions; `IMPLICIT_DRIVER_MANAGED` the EGL blob cache (while disabled, `set` is ignored
 /// and `get` answers 0).
 ///
-/// Returns `GPUCACHE_OK`, `GPUCACHE_ERROR_INVALID_ARGUMENT` or `GPUCACHE_ERROR_IO`.
+/// As in D3D12, only in developer mode (`gpucache_developer_mode`), which the user turns
+/// on with the environment variable `GPUCACHE_DEVELOPER_MODE=1` or their own file
+/// `$XDG_CONFIG_HOME/gpucache/developer-mode` (mode 0600), or the administrator with
+/// `/etc/gpucache/developer-mode` (root's, not writable by others). Otherwise nothing changes
+/// and the answer is `GPUCACHE_ERROR_UNSUPPORTED`.
+///
+/// Returns `GPUCACHE_OK`, `GPUCACHE_ERROR_INVALID_ARGUMENT`, `GPUCACHE_ERROR_UNSUPPORTED` or
+/// `GPUCACHE_ERROR_IO`.
 ///
 /// # Safety
 ///
@@ -359,6 +383,40 @@ pub extern "C" fn gpucache_cache_control(kinds: u32, control: u32) -> i32 {
         // so that clearing before any session is opened removes the caches on disk too.
         SessionRegistry::global();
         gpucache::cache_control(k, c)?;
+        Ok(())
+    })
+}
+
+/// Whether cache control is allowed in this process (developer mode, see
+/// `gpucache_cache_control`): 1 or 0.
+///
+/// # Safety
+///
+/// None needed.
+#[no_mangle]
+pub extern "C" fn gpucache_developer_mode() -> i32 {
+    ffi_quiet(0, || i32::from(gpucache::developer_mode()))
+}
+
+/// The support query (`CheckFeatureSupport(D3D12_FEATURE_SHADER_CACHE)`): writes to `*flags`
+/// the `GPUCACHE_SHADER_CACHE_SUPPORT_*` bits that hold now. `SINGLE_PSO` always; the
+/// automatic and driver-managed bits while the EGL blob cache is configured (the disk bit
+/// when it has a directory).
+///
+/// Returns `GPUCACHE_OK`, or `GPUCACHE_ERROR_INVALID_ARGUMENT` for a NULL `flags`.
+///
+/// # Safety
+///
+/// `flags` is NULL or points to a writable `uint32_t`.
+#[no_mangle]
+pub unsafe extern "C" fn gpucache_shader_cache_support(flags: *mut u32) -> i32 {
+    ffi_call("gpucache_shader_cache_support", || {
+        if flags.is_null() {
+            return Err(Failure::invalid("flags is NULL"));
+        }
+        let bits = gpucache::shader_cache_support().bits();
+        // SAFETY: non-NULL and writable per the contract.
+        unsafe { flags.write_unaligned(bits) };
         Ok(())
     })
 }

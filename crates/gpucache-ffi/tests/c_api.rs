@@ -23,12 +23,42 @@ fn build(name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
     (program, dir)
 }
 
+/// Runs a C test program in `dir`, in developer mode (the programs exercise cache control;
+/// `c_cache_control_only_in_developer_mode` checks the refusal outside it).
 fn run_in(program: &Path, dir: &Path, args: &[&str]) -> String {
     let cache_root = dir.join("gpucache-root");
     run(sanitized(program)
         .args(args)
         .current_dir(dir)
-        .env("GPUCACHE_DIR", &cache_root))
+        .env("GPUCACHE_DIR", &cache_root)
+        .env("GPUCACHE_DEVELOPER_MODE", "1"))
+}
+
+#[test]
+fn c_cache_control_only_in_developer_mode() {
+    let (program, dir) = build("developer_mode");
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let cache = dir.join("blob-cache");
+    let system_file = Path::new("/etc/gpucache/developer-mode").exists();
+    for (mode, env) in [("on", Some("1")), ("off", None), ("off", Some("0"))] {
+        if mode == "off" && system_file {
+            eprintln!("note: /etc/gpucache/developer-mode exists: the refusal is not checked");
+            continue;
+        }
+        let mut cmd = sanitized(&program);
+        cmd.arg(mode)
+            .arg(&cache)
+            .current_dir(&dir)
+            .env("GPUCACHE_DIR", dir.join("gpucache-root"))
+            .env("XDG_CONFIG_HOME", &home)
+            .env("HOME", &home)
+            .env_remove("GPUCACHE_DEVELOPER_MODE");
+        if let Some(v) = env {
+            cmd.env("GPUCACHE_DEVELOPER_MODE", v);
+        }
+        assert!(run(&mut cmd).contains(&format!("developer_mode {mode}: ok")));
+    }
 }
 
 #[test]

@@ -71,6 +71,14 @@ pub enum Error {
         /// This process's effective user id.
         euid: u32,
     },
+    /// Cache control outside developer mode (D3D12 allows `ShaderCacheControl` only in
+    /// developer mode); see [`crate::control::developer_mode`].
+    #[error(
+        "cache control needs developer mode: set GPUCACHE_DEVELOPER_MODE=1, or create \
+         $XDG_CONFIG_HOME/gpucache/developer-mode (your own, mode 0600) or \
+         /etc/gpucache/developer-mode (root's)"
+    )]
+    DeveloperModeRequired,
     /// The feature exists in the API but is not implemented yet.
     #[error("unsupported: {0}")]
     Unsupported(&'static str),

@@ -49,7 +49,10 @@ pub mod fuzzing {
 pub use bytes::Bytes;
 pub use cache::{Cache, CacheBuilder, CacheStats};
 pub use codec::FormatError;
-pub use control::{cache_control, CacheControl, CacheKinds};
+pub use control::{
+    cache_control, developer_mode, shader_cache_support, CacheControl, CacheKinds,
+    ShaderCacheSupport,
+};
 pub use disk::{DirAccess, DiskStats, MetadataStream};
 pub use error::{Error, Result};
 pub use hash::{KeyHasher, Xxh3KeyHasher};

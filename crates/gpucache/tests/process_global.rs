@@ -1,12 +1,18 @@
 //! The process-global caches: the EGL blob cache behind `egl::set`/`egl::get` and cache
 //! control by kind. One test, because it changes process-wide state.
 
+mod common;
+
 use gpucache::egl::{self, BlobCacheConfig};
 use gpucache::session::{self, SessionDesc};
 use gpucache::{cache_control, CacheControl, CacheKinds, Error};
 
 #[test]
 fn global_blob_cache_and_cache_control() {
+    // Cache control is for developers; the refusal outside is tests/developer_mode.rs.
+    if !common::in_developer_mode("global_blob_cache_and_cache_control") {
+        return;
+    }
     let mut buf = [0u8; 64];
 
     // Before configuration: set is ignored, get misses.

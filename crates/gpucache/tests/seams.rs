@@ -2,6 +2,8 @@
 //! them: a tier of one's own under the disk tier (reads, several write-behind sinks,
 //! promotion, preload, a read budget), metadata streams, and cache control.
 
+mod common;
+
 use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -286,6 +288,9 @@ impl ControlTarget for CountingTarget {
 
 #[test]
 fn a_front_end_registers_for_cache_control() {
+    if !common::in_developer_mode("a_front_end_registers_for_cache_control") {
+        return;
+    }
     let counting = Arc::new(CountingTarget(AtomicU64::new(0)));
     let target: Arc<dyn ControlTarget> = counting.clone();
     control::register(CacheKinds::APPLICATION_MANAGED, &target);

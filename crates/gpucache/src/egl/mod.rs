@@ -30,7 +30,7 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::RwLock;
 
-use crate::control::{self, CacheKinds, ControlTarget};
+use crate::control::{self, CacheKinds, ControlTarget, Presence};
 use crate::metrics::Counter;
 use crate::{Cache, CacheBuilder, CacheStats, Result};
 use diagnostics::Persister;
@@ -314,6 +314,14 @@ struct GlobalTarget;
 impl ControlTarget for GlobalTarget {
     fn clear(&self) -> Result<()> {
         global().map_or(Ok(()), |cache| cache.clear())
+    }
+
+    fn presence(&self) -> Presence {
+        match global() {
+            None => Presence::Absent,
+            Some(cache) if cache.cache.directory().is_some() => Presence::Disk,
+            Some(_) => Presence::Memory,
+        }
     }
 }
 

@@ -17,7 +17,9 @@
 //! - While `APPLICATION_MANAGED` caches are disabled, opening, finding and storing fail with
 //!   `NotCurrentlyAvailable`. The process-wide registry obeys [`crate::cache_control`] (it
 //!   registers itself for the `APPLICATION_MANAGED` kind when first used); a registry of
-//!   one's own obeys its [`SessionRegistry::control`].
+//!   one's own obeys its [`SessionRegistry::control`]. Both answer `DeveloperModeRequired`
+//!   outside developer mode ([`crate::developer_mode`]), as D3D12 allows cache control only
+//!   there. [`shader_cache_support`] is the seed's support query.
 //!
 //! - A disk cache lives in its own directory under the registry's root
 //!   (`ROOT/d3d12/<identifier in hex>`), or with `USE_WORKING_DIR` in
@@ -51,6 +53,12 @@ pub use desc::{CacheMode, SessionDesc, SessionFlags};
 /// Opens a session in the process-wide registry. See [`SessionRegistry::open`].
 pub fn open(desc: SessionDesc) -> Result<Session> {
     SessionRegistry::global().open(desc)
+}
+
+/// The support query of the seed (`CheckFeatureSupport(D3D12_FEATURE_SHADER_CACHE)`): see
+/// [`crate::shader_cache_support`].
+pub fn shader_cache_support() -> crate::ShaderCacheSupport {
+    control::shader_cache_support()
 }
 
 /// The caches of one process, by identifier.
@@ -192,9 +200,14 @@ impl SessionRegistry {
 
     /// Applies cache control to this registry's caches. Only `APPLICATION_MANAGED` concerns a
     /// registry; other kinds are accepted and ignored here. For the process-wide registry
-    /// this is [`crate::cache_control`] of `APPLICATION_MANAGED`.
+    /// this is [`crate::cache_control`] of `APPLICATION_MANAGED`. Like it, allowed only in
+    /// [`crate::developer_mode`] (a registry of one's own may share the default root), else
+    /// [`Error::DeveloperModeRequired`].
     pub fn control(&self, kinds: CacheKinds, control: CacheControl) -> Result<()> {
         control.check(kinds)?;
+        if !control::developer_mode() {
+            return Err(Error::DeveloperModeRequired);
+        }
         if !kinds.contains(CacheKinds::APPLICATION_MANAGED) {
             return Ok(());
         }

@@ -327,6 +327,7 @@ fn driver_versioned_disk_caches_are_kept_per_driver() {
 
 #[test]
 fn application_clear_removes_closed_disk_caches_too() {
+    crate::control::tests::developer_mode_on();
     let root = tempfile::tempdir().unwrap();
     let reg = SessionRegistry::with_root(root.path());
     reg.open(disk(1))
@@ -346,6 +347,7 @@ fn application_clear_removes_closed_disk_caches_too() {
 
 #[test]
 fn control_disable_enable_and_clear() {
+    crate::control::tests::developer_mode_on();
     let reg = SessionRegistry::new();
     let s = reg.open(roomy(1)).unwrap();
     s.store(b"k", b"v".to_vec()).unwrap();
@@ -380,6 +382,25 @@ fn control_disable_enable_and_clear() {
     )
     .unwrap();
     assert!(s.find(b"k").is_ok());
+}
+
+#[test]
+fn control_outside_developer_mode_is_refused_and_changes_nothing() {
+    crate::control::tests::FORCED_DEVELOPER_MODE.with(|f| f.set(Some(false)));
+    let reg = SessionRegistry::new();
+    let s = reg.open(roomy(1)).unwrap();
+    s.store(b"k", b"v".to_vec()).unwrap();
+    for control in [CacheControl::CLEAR, CacheControl::DISABLE] {
+        assert!(matches!(
+            reg.control(CacheKinds::APPLICATION_MANAGED, control),
+            Err(Error::DeveloperModeRequired)
+        ));
+    }
+    assert_eq!(
+        s.find(b"k").unwrap(),
+        &b"v"[..],
+        "neither cleared nor disabled"
+    );
 }
 
 #[test]

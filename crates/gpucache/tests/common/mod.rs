@@ -391,3 +391,30 @@ pub fn segment_header(magic: &[u8; 8], id: u32) -> Vec<u8> {
 pub fn seg_path(dir: &Path, seg: u32, ext: &str) -> PathBuf {
     dir.join(format!("seg-{seg:08x}.{ext}"))
 }
+
+// ---------------------------------------------------------------------------------------
+// Developer mode (cache control is refused outside it).
+
+/// Whether this process is the developer-mode child of a test. If it is not, runs `test`
+/// of this executable again as that child, with `GPUCACHE_DEVELOPER_MODE=1` (how a developer
+/// turns it on; a test cannot change its own environment safely), panics unless it passed,
+/// and returns false: the caller then returns.
+pub fn in_developer_mode(test: &str) -> bool {
+    if child_role("developer-mode").is_some() {
+        return true;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, "developer-mode")
+        .env("GPUCACHE_DEVELOPER_MODE", "1")
+        .output()
+        .expect("run the developer-mode child");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{test} in developer mode failed: {}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    false
+}
