@@ -25,13 +25,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use parking_lot::Mutex;
 
 use crate::disk::{identity_subdir, DiskConfig, DiskStats, DiskTier};
 use crate::hash::KeyHasher;
 use crate::identity::MAX_IDENTITY_LEN;
 use crate::metrics::Counter;
 use crate::store::copy_if_fits;
-use crate::tier::{Tier, TierStats};
+use crate::tier::{Queued, Tier, TierStats};
 use crate::{
     Error, EvictionListener, Identity, InsertMode, Lookup, PolicyKind, Result, Store, StoreBuilder,
 };
@@ -122,7 +123,8 @@ impl CacheBuilder {
     /// Largest value stored, in any tier; a larger one is refused with
     /// [`Error::ValueTooLarge`] and the key's previous value is kept. Default: unbounded
     /// for a cache with lower tiers (a value too large for a memory shard is kept below
-    /// memory only), what fits in one memory shard for a memory-only cache.
+    /// memory only), what fits in one memory shard for a memory-only cache. A disk tier
+    /// lowers it to what one segment holds ([`Cache::max_value_size`]).
     pub fn max_value_size(mut self, bytes: u64) -> Self {
         self.max_value_size = Some(bytes);
         self.memory = self.memory.max_value_size(bytes);
@@ -228,9 +230,11 @@ impl CacheBuilder {
                 None if has_lower => u64::MAX,
                 None => memory.max_value_size(),
             },
+            max_entry_len: u64::MAX,
             memory,
             identity: self.identity.clone(),
             evicts_memory: has_lower,
+            capacity_gate: Mutex::new(()),
             disk: None,
             lower: Vec::new(),
             writer: None,
@@ -243,6 +247,7 @@ impl CacheBuilder {
             match DiskTier::open(self.disk_config(dir)) {
                 Ok(disk) => {
                     let disk = Arc::new(disk);
+                    cache.max_entry_len = disk.max_entry_len();
                     tiers.push(Arc::clone(&disk) as Arc<dyn Tier>);
                     cache.disk = Some(disk);
                 }
@@ -287,6 +292,11 @@ pub struct Cache {
     identity: Identity,
     /// Largest value stored in any tier.
     max_value_size: u64,
+    /// Largest key + value the disk tier can hold (a record fills a segment at most).
+    max_entry_len: u64,
+    /// Held from the capacity check of a `NEW_ONLY` store until it is queued, so that two
+    /// such stores cannot both take the last room.
+    capacity_gate: Mutex<()>,
     /// Lower tiers were configured: the memory tier evicts (they keep what it evicts).
     evicts_memory: bool,
     /// The disk tier, also first in `lower`, for what only it does (compaction, its files).
@@ -397,6 +407,14 @@ impl Cache {
     /// budget, else the lower tiers' limits.
     pub fn insert_with(&self, key: &[u8], value: impl Into<Bytes>, mode: InsertMode) -> Result<()> {
         let value = value.into();
+        if (key.len() + value.len()) as u64 > self.max_entry_len {
+            // The disk tier could not keep it: refused rather than lost after eviction.
+            return Err(Error::ValueTooLarge {
+                size: value.len() as u64,
+                limit: self.max_entry_len.saturating_sub(key.len() as u64),
+            });
+        }
+        let _gate = mode.refuses_when_full().then(|| self.capacity_gate.lock());
         if mode.refuses_existing() {
             self.refuse_existing(key)?;
         }
@@ -454,10 +472,15 @@ impl Cache {
         }
     }
 
+    /// Whether a lower tier would go past its capacity, counting what is queued for it.
     fn lower_would_overflow(&self, key_len: usize, value_len: usize) -> bool {
+        let queued = self
+            .writer
+            .as_ref()
+            .map_or_else(Queued::default, |w| w.queue().queued_puts());
         self.lower
             .iter()
-            .any(|l| l.tier.would_overflow(key_len, value_len))
+            .any(|l| l.tier.would_overflow(key_len, value_len, queued))
     }
 
     /// Queues `key`/`value` for the lower tiers; whether it was queued.
@@ -581,6 +604,15 @@ impl Cache {
     /// Why the disk tier is unavailable, if it is.
     pub fn disk_error(&self) -> Option<&str> {
         self.disk_error.as_deref()
+    }
+
+    /// The largest value the cache stores (with an empty key; a key's bytes count against
+    /// the disk tier's part of the limit): the configured
+    /// [`max_value_size`](CacheBuilder::max_value_size), or for a cache with a disk tier
+    /// what one segment holds, whichever is smaller. A larger value is refused with
+    /// [`Error::ValueTooLarge`].
+    pub fn max_value_size(&self) -> u64 {
+        self.max_value_size.min(self.max_entry_len)
     }
 
     /// The directory of the disk tier, if there is one.

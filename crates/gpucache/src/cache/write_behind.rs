@@ -17,7 +17,7 @@ use std::thread::JoinHandle;
 use bytes::Bytes;
 
 use crate::metrics::Counter;
-use crate::tier::{Tier, WriteContext, WriteOp};
+use crate::tier::{Queued, Tier, WriteContext, WriteOp};
 
 /// Operations per batch at most, and bytes per batch at most (a batch may hold a lock).
 const BATCH_OPS: usize = 4096;
@@ -53,6 +53,7 @@ enum Op {
 pub(crate) struct Queue {
     tx: Sender<Op>,
     queued_bytes: Arc<AtomicU64>,
+    queued_puts: Arc<PutCount>,
     max_queued_bytes: u64,
     dropped: Arc<Counter>,
     tiers: usize,
@@ -91,12 +92,21 @@ impl Queue {
         self.queued_bytes.load(Ordering::Acquire)
     }
 
+    /// Stores waiting now (for capacity checks).
+    pub(crate) fn queued_puts(&self) -> Queued {
+        self.queued_puts.get()
+    }
+
     fn enqueue(&self, op: Op) -> bool {
         let size = op_size(&op);
+        let put = put_len(&op);
         let queued = self.queued_bytes.fetch_add(size, Ordering::AcqRel);
+        // Counted before sending: the writer takes it off as soon as it has written it.
+        self.queued_puts.add(put);
         let sent = queued + size <= self.max_queued_bytes && self.tx.send(op).is_ok();
         if !sent {
             self.queued_bytes.fetch_sub(size, Ordering::AcqRel);
+            self.queued_puts.sub(put);
             self.dropped.incr();
         }
         sent
@@ -131,6 +141,7 @@ impl WriteBehind {
         let queue = Queue {
             tx,
             queued_bytes: Arc::new(AtomicU64::new(0)),
+            queued_puts: Arc::new(PutCount::default()),
             max_queued_bytes,
             dropped: Arc::new(Counter::new()),
             tiers: tiers.len(),
@@ -139,6 +150,7 @@ impl WriteBehind {
             tiers,
             hot,
             queued_bytes: Arc::clone(&queue.queued_bytes),
+            queued_puts: Arc::clone(&queue.queued_puts),
         };
         let thread = std::thread::Builder::new()
             .name("gpucache-writer".into())
@@ -184,6 +196,7 @@ struct Worker {
     tiers: Vec<Arc<dyn Tier>>,
     hot: HotFn,
     queued_bytes: Arc<AtomicU64>,
+    queued_puts: Arc<PutCount>,
 }
 
 impl Worker {
@@ -270,6 +283,9 @@ impl Worker {
     fn account(&self, ops: &[Op]) {
         let size: u64 = ops.iter().map(op_size).sum();
         self.queued_bytes.fetch_sub(size, Ordering::AcqRel);
+        for op in ops {
+            self.queued_puts.sub(put_len(op));
+        }
     }
 }
 
@@ -281,6 +297,44 @@ fn first_error(results: impl Iterator<Item = io::Result<()>>) -> io::Result<()> 
         }
     }
     first
+}
+
+/// Stores queued and their key and value bytes.
+#[derive(Debug, Default)]
+struct PutCount {
+    entries: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl PutCount {
+    fn add(&self, len: Option<u64>) {
+        if let Some(len) = len {
+            self.entries.fetch_add(1, Ordering::AcqRel);
+            self.bytes.fetch_add(len, Ordering::AcqRel);
+        }
+    }
+
+    fn sub(&self, len: Option<u64>) {
+        if let Some(len) = len {
+            self.entries.fetch_sub(1, Ordering::AcqRel);
+            self.bytes.fetch_sub(len, Ordering::AcqRel);
+        }
+    }
+
+    fn get(&self) -> Queued {
+        Queued::new(
+            self.entries.load(Ordering::Acquire),
+            self.bytes.load(Ordering::Acquire),
+        )
+    }
+}
+
+/// The key and value bytes of a store.
+fn put_len(op: &Op) -> Option<u64> {
+    match op {
+        Op::Put { key, value, .. } => Some((key.len() + value.len()) as u64),
+        _ => None,
+    }
 }
 
 fn op_size(op: &Op) -> u64 {

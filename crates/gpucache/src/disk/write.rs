@@ -152,7 +152,11 @@ impl Batch<'_> {
         let header = RecordHeader::for_entry(key, value.len(), flags);
         if !self.fits(header.record_len()) {
             self.disk.counters.add_too_large();
-            return Ok(());
+            // The key's older record must not answer for the value that was not stored.
+            return match flags {
+                0 => self.push(key, None),
+                _ => Ok(()),
+            };
         }
         let offset = self.reserve(header.record_len())?;
         encode_record(self.data_buf, key, value, flags);
