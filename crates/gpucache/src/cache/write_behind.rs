@@ -16,6 +16,7 @@ use std::thread::JoinHandle;
 
 use bytes::Bytes;
 
+use super::pending::Pending;
 use crate::metrics::Counter;
 use crate::tier::{Queued, Tier, WriteContext, WriteOp};
 
@@ -34,13 +35,17 @@ pub(crate) type HotFn = Box<dyn Fn(&[u8]) -> bool + Send>;
 
 enum Op {
     /// Store into the tiers `0..upto` (all of them, or those above the tier a value was
-    /// found in).
+    /// found in). `seq`: the store's number in [`Pending`] (none for a value found below).
     Put {
         key: Bytes,
         value: Bytes,
         upto: usize,
+        seq: Option<u64>,
     },
-    Remove(Bytes),
+    Remove {
+        key: Bytes,
+        seq: u64,
+    },
     Flush(Reply),
     Clear(Reply),
     Run(Task, Reply),
@@ -60,9 +65,17 @@ pub(crate) struct Queue {
 }
 
 impl Queue {
-    /// Queues a store into every tier; `false` (and counted) if the queue is full.
-    pub(crate) fn put(&self, key: Bytes, value: Bytes) -> bool {
-        self.put_above(key, value, self.tiers)
+    /// Queues store `seq` into every tier; `false` (and counted) if the queue is full.
+    pub(crate) fn put(&self, key: Bytes, value: Bytes, seq: u64) -> bool {
+        self.enqueue(
+            Op::Put {
+                key,
+                value,
+                upto: self.tiers,
+                seq: Some(seq),
+            },
+            self.max_queued_bytes,
+        )
     }
 
     /// Queues a store into the tiers above tier `tier` (a value found there).
@@ -70,16 +83,21 @@ impl Queue {
         if tier == 0 {
             return true;
         }
-        self.enqueue(Op::Put {
+        let op = Op::Put {
             key,
             value,
             upto: tier,
-        })
+            seq: None,
+        };
+        self.enqueue(op, self.max_queued_bytes)
     }
 
-    /// Queues a removal from every tier; `false` if the queue is full.
-    pub(crate) fn remove(&self, key: Bytes) -> bool {
-        self.enqueue(Op::Remove(key))
+    /// Queues removal `seq` from every tier; `false` if the queue is full. Removals may
+    /// take the queue to twice its limit: a store that did not fit becomes one, so that the
+    /// older value below is removed rather than served.
+    pub(crate) fn remove(&self, key: Bytes, seq: u64) -> bool {
+        let limit = self.max_queued_bytes.saturating_mul(2);
+        self.enqueue(Op::Remove { key, seq }, limit)
     }
 
     /// Stores not queued because the queue was full.
@@ -97,13 +115,13 @@ impl Queue {
         self.queued_puts.get()
     }
 
-    fn enqueue(&self, op: Op) -> bool {
+    fn enqueue(&self, op: Op, limit: u64) -> bool {
         let size = op_size(&op);
         let put = put_len(&op);
         let queued = self.queued_bytes.fetch_add(size, Ordering::AcqRel);
         // Counted before sending: the writer takes it off as soon as it has written it.
         self.queued_puts.add(put);
-        let sent = queued + size <= self.max_queued_bytes && self.tx.send(op).is_ok();
+        let sent = queued + size <= limit && self.tx.send(op).is_ok();
         if !sent {
             self.queued_bytes.fetch_sub(size, Ordering::AcqRel);
             self.queued_puts.sub(put);
@@ -113,14 +131,24 @@ impl Queue {
     }
 
     fn call(&self, op: impl FnOnce(Reply) -> Op) -> io::Result<()> {
+        wait(self.send(op)?)
+    }
+
+    /// Sends a barrier; its answer comes on the receiver.
+    fn send(&self, op: impl FnOnce(Reply) -> Op) -> io::Result<Receiver<io::Result<()>>> {
         let (reply_tx, reply_rx) = mpsc::sync_channel(1);
         self.tx
             .send(op(reply_tx))
             .map_err(|_| io::Error::other("write-behind thread has stopped"))?;
-        reply_rx
-            .recv()
-            .map_err(|_| io::Error::other("write-behind thread has stopped"))?
+        Ok(reply_rx)
     }
+}
+
+/// The answer to a barrier.
+pub(crate) fn wait(reply: Receiver<io::Result<()>>) -> io::Result<()> {
+    reply
+        .recv()
+        .map_err(|_| io::Error::other("write-behind thread has stopped"))?
 }
 
 /// The writer thread of one cache and its queue.
@@ -135,6 +163,7 @@ impl WriteBehind {
     pub(crate) fn spawn(
         tiers: Vec<Arc<dyn Tier>>,
         hot: HotFn,
+        pending: Arc<Pending>,
         max_queued_bytes: u64,
     ) -> io::Result<Self> {
         let (tx, rx) = mpsc::channel();
@@ -149,6 +178,7 @@ impl WriteBehind {
         let worker = Worker {
             tiers,
             hot,
+            pending,
             queued_bytes: Arc::clone(&queue.queued_bytes),
             queued_puts: Arc::clone(&queue.queued_puts),
         };
@@ -171,9 +201,10 @@ impl WriteBehind {
         self.queue.call(Op::Flush)
     }
 
-    /// Drops what is queued and clears every tier.
-    pub(crate) fn clear(&self) -> io::Result<()> {
-        self.queue.call(Op::Clear)
+    /// Queues a clear (what is queued before it is dropped, then every tier is cleared);
+    /// [`wait`] for its answer.
+    pub(crate) fn start_clear(&self) -> io::Result<Receiver<io::Result<()>>> {
+        self.queue.send(Op::Clear)
     }
 
     /// Runs `task` on the writer thread after what is queued now has been written.
@@ -195,6 +226,7 @@ impl Drop for WriteBehind {
 struct Worker {
     tiers: Vec<Arc<dyn Tier>>,
     hot: HotFn,
+    pending: Arc<Pending>,
     queued_bytes: Arc<AtomicU64>,
     queued_puts: Arc<PutCount>,
 }
@@ -225,7 +257,7 @@ impl Worker {
         let mut pending: Vec<Op> = Vec::new();
         for op in ops {
             match op {
-                Op::Put { .. } | Op::Remove(_) => pending.push(op),
+                Op::Put { .. } | Op::Remove { .. } => pending.push(op),
                 Op::Flush(reply) => {
                     let result = self.write(std::mem::take(&mut pending), true);
                     let _ = reply.send(result);
@@ -262,8 +294,10 @@ impl Worker {
         for (i, tier) in self.tiers.iter().enumerate() {
             writes.clear();
             writes.extend(ops.iter().filter_map(|op| match op {
-                Op::Put { key, value, upto } if i < *upto => Some(WriteOp::Put { key, value }),
-                Op::Remove(key) => Some(WriteOp::Remove { key }),
+                Op::Put {
+                    key, value, upto, ..
+                } if i < *upto => Some(WriteOp::Put { key, value }),
+                Op::Remove { key, .. } => Some(WriteOp::Remove { key }),
                 _ => None,
             }));
             if writes.is_empty() && !durable {
@@ -276,6 +310,17 @@ impl Worker {
             }
         }
         self.account(&ops);
+        // Only now may lookups read these from below.
+        let writes = ops.iter().filter_map(|op| match op {
+            Op::Put {
+                key,
+                seq: Some(seq),
+                ..
+            }
+            | Op::Remove { key, seq } => Some((key.clone(), *seq)),
+            _ => None,
+        });
+        self.pending.written(writes, result.is_ok());
         result
     }
 
@@ -340,7 +385,7 @@ fn put_len(op: &Op) -> Option<u64> {
 fn op_size(op: &Op) -> u64 {
     match op {
         Op::Put { key, value, .. } => (key.len() + value.len()) as u64 + OP_OVERHEAD,
-        Op::Remove(k) => k.len() as u64 + OP_OVERHEAD,
+        Op::Remove { key, .. } => key.len() as u64 + OP_OVERHEAD,
         _ => 0,
     }
 }
