@@ -39,9 +39,9 @@ use crate::{
 };
 use crate::{MemoryPressure, StoreStats};
 use bounded::BoundedReader;
-use pending::{Below, Pending};
+use pending::{install, Below, Pending};
 use preload::Preload;
-use write_behind::{Queue, WriteBehind};
+use write_behind::WriteBehind;
 
 /// Configures and opens a [`Cache`]; each setter states its default.
 #[derive(Clone, Debug)]
@@ -729,31 +729,6 @@ impl Cache {
         if let Some(disk) = &self.disk {
             disk.validate();
         }
-    }
-}
-
-/// A value found below memory goes into memory unless a newer one got there first; a full
-/// memory tier evicts for it.
-const KEEP_NEWER: InsertMode = InsertMode::REPLACE.refuse_existing(true);
-
-/// Keeps `value`, read from tier `tier` since sequence number `since`, in memory and in the
-/// tiers above its own, unless a write of `key` or a clear came since (the checks run
-/// under the memory shard's lock, so that none slips in before the insert).
-fn install(
-    memory: &Store,
-    pending: &Pending,
-    queue: Option<&Queue>,
-    key: &[u8],
-    value: Bytes,
-    since: u64,
-    tier: usize,
-) {
-    let current = || pending.if_current(key, since, || ());
-    let _ = memory.insert_if(key, value.clone(), KEEP_NEWER, current);
-    if let Some(queue) = queue.filter(|_| tier > 0) {
-        pending.if_current(key, since, || {
-            queue.put_above(Bytes::copy_from_slice(key), value, tier);
-        });
     }
 }
 

@@ -27,6 +27,34 @@ use std::collections::{HashMap, HashSet};
 use bytes::Bytes;
 use parking_lot::Mutex;
 
+use super::write_behind::Queue;
+use crate::{InsertMode, Store};
+
+/// A value found below memory goes into memory unless a newer one got there first; a full
+/// memory tier evicts for it.
+const KEEP_NEWER: InsertMode = InsertMode::REPLACE.refuse_existing(true);
+
+/// Keeps `value`, read from tier `tier` since sequence number `since`, in memory and in the
+/// tiers above its own, unless a write of `key` or a clear came since (the checks run
+/// under the memory shard's lock, so that none slips in before the insert).
+pub(crate) fn install(
+    memory: &Store,
+    pending: &Pending,
+    queue: Option<&Queue>,
+    key: &[u8],
+    value: Bytes,
+    since: u64,
+    tier: usize,
+) {
+    let current = || pending.if_current(key, since, || ());
+    let _ = memory.insert_if(key, value.clone(), KEEP_NEWER, current);
+    if let Some(queue) = queue.filter(|_| tier > 0) {
+        pending.if_current(key, since, || {
+            queue.put_above(Bytes::copy_from_slice(key), value, tier);
+        });
+    }
+}
+
 /// What is recorded for a key.
 #[derive(Clone, Debug)]
 struct Entry {
