@@ -521,7 +521,7 @@ impl Cache {
             let key = Bytes::copy_from_slice(key);
             queued = queue.put(key.clone(), value, seq);
             if !queued {
-                queue.remove(key, seq);
+                queue.tombstone(key, seq);
             }
             queued
         });

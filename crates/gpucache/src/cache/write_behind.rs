@@ -92,10 +92,23 @@ impl Queue {
         self.enqueue(op, self.max_queued_bytes)
     }
 
-    /// Queues removal `seq` from every tier; `false` if the queue is full. Removals may
-    /// take the queue to twice its limit: a store that did not fit becomes one, so that the
-    /// older value below is removed rather than served.
+    /// Queues removal `seq` from every tier; `false` (and counted) if the queue is full.
+    /// Removals may take the queue to twice its limit (see [`Queue::tombstone`]).
     pub(crate) fn remove(&self, key: Bytes, seq: u64) -> bool {
+        let sent = self.send_remove(key, seq);
+        if !sent {
+            self.dropped.incr();
+        }
+        sent
+    }
+
+    /// Queues a removal in place of store `seq`, which did not fit, so that the key's older
+    /// value below is removed rather than served; the store's drop was counted already.
+    pub(crate) fn tombstone(&self, key: Bytes, seq: u64) -> bool {
+        self.send_remove(key, seq)
+    }
+
+    fn send_remove(&self, key: Bytes, seq: u64) -> bool {
         let limit = self.max_queued_bytes.saturating_mul(2);
         self.enqueue(Op::Remove { key, seq }, limit)
     }
@@ -125,7 +138,9 @@ impl Queue {
         if !sent {
             self.queued_bytes.fetch_sub(size, Ordering::AcqRel);
             self.queued_puts.sub(put);
-            self.dropped.incr();
+            if put.is_some() {
+                self.dropped.incr();
+            }
         }
         sent
     }
