@@ -335,7 +335,12 @@ struct gpucache_egl_config {
      */
     uint64_t max_key_size;
     /**
-     * Largest value stored. Default 4 MiB.
+     * Largest value stored; larger values are dropped by `set` (and counted in
+     * `sets_dropped`) without being read. Default 4 MiB: above Android's 64 KiB, since
+     * drivers store whole program binaries; Mesa reads through a 64 KiB buffer, so for Mesa
+     * a larger value is stored but answered 0 (miss-on-oversize). A directory whose
+     * segments are smaller (`max_disk_bytes` under 32 MiB: a segment is an eighth of it)
+     * lowers it; `gpucache_egl_max_value_size` gives the limit in force.
      */
     uint64_t max_value_size;
     /**
@@ -740,12 +745,15 @@ extern "C" {
  * (the newest value wins; a value that cannot be stored is dropped and counted).
  *
  * Ignored when no cache is configured, after `gpucache_egl_shutdown`, and for a NULL `key`
- * or `value` or a negative size. May be called from any thread at any time.
+ * or `value` or a negative size. A key over `max_key_size` or a value over
+ * `gpucache_egl_max_value_size()` is dropped and counted without being read or copied,
+ * whatever size is declared (`LONG_MAX` included). May be called from any thread at any
+ * time.
  *
  * # Safety
  *
- * When non-NULL with a non-negative size, `key` and `value` must be readable for
- * `key_size` and `value_size` bytes for the duration of the call.
+ * When non-NULL with a non-negative size within the limits, `key` and `value` must be
+ * readable for `key_size` and `value_size` bytes for the duration of the call.
  */
 void gpucache_egl_set(const void *key,
                       EGLsizeiANDROID key_size,
@@ -819,6 +827,17 @@ int32_t gpucache_egl_configure(const struct gpucache_egl_config *cfg);
  * None needed: callable from any thread at any time.
  */
 int32_t gpucache_egl_flush(void);
+
+/**
+ * The largest value `gpucache_egl_set` stores now: the configured `max_value_size` (4 MiB
+ * by default), or less when the directory's segments are smaller. 0 when no cache is
+ * configured.
+ *
+ * # Safety
+ *
+ * None needed: callable from any thread at any time.
+ */
+uint64_t gpucache_egl_max_value_size(void);
 
 /**
  * Persists the blob cache's pending entries and drops the cache; from then on `set` is
@@ -1097,6 +1116,11 @@ int32_t gpucache_session_find(const struct gpucache_session *s,
 /**
  * Adds an entry (`StoreValue`); never replaces one.
  *
+ * A value over `gpucache_session_max_value_size` is `GPUCACHE_ERROR_CACHE_FULL` and is
+ * neither read nor copied, whatever size is declared (`LONG_MAX` included; a size over
+ * `SSIZE_MAX` is `GPUCACHE_ERROR_INVALID_ARGUMENT`); so is a value for which the cache has
+ * no room left, counting stores not yet written to its files.
+ *
  * Returns `GPUCACHE_OK`, `GPUCACHE_ERROR_ALREADY_EXISTS`, `GPUCACHE_ERROR_HASH_COLLISION`,
  * `GPUCACHE_ERROR_CACHE_FULL`, `GPUCACHE_ERROR_NOT_CURRENTLY_AVAILABLE` or
  * `GPUCACHE_ERROR_INVALID_ARGUMENT` (NULL `s`, `key` or `value`).
@@ -1104,13 +1128,28 @@ int32_t gpucache_session_find(const struct gpucache_session *s,
  * # Safety
  *
  * `s` is NULL or an open session; `key` and `value` are NULL or readable for `key_size`
- * and `value_size` bytes.
+ * and `value_size` bytes (`value` only when `value_size` is within the limit).
  */
 int32_t gpucache_session_store(const struct gpucache_session *s,
                                const void *key,
                                size_t key_size,
                                const void *value,
                                size_t value_size);
+
+/**
+ * Writes the largest value `gpucache_session_store` accepts to `*out`. A memory cache:
+ * what fits in `max_in_memory_bytes` with one entry's 192-byte overhead (the key counts
+ * too). A disk cache: what one segment of its files holds (an eighth of
+ * `max_value_file_bytes`, at least 64 KiB in all, less 56 bytes of headers and the key).
+ * A smaller value is still `GPUCACHE_ERROR_CACHE_FULL` when the cache has no room left.
+ *
+ * Returns `GPUCACHE_OK` or `GPUCACHE_ERROR_INVALID_ARGUMENT` (NULL pointer).
+ *
+ * # Safety
+ *
+ * `s` is NULL or an open session; `out` is NULL or writable.
+ */
+int32_t gpucache_session_max_value_size(const struct gpucache_session *s, uint64_t *out);
 
 /**
  * Clears the session's cache, files included, once every session on it has closed

@@ -46,7 +46,12 @@ pub struct gpucache_egl_config {
     pub max_memory_entries: u64,
     /// Longest key stored; longer keys are dropped by `set` and miss in `get`. Default 4 KiB.
     pub max_key_size: u64,
-    /// Largest value stored. Default 4 MiB.
+    /// Largest value stored; larger values are dropped by `set` (and counted in
+    /// `sets_dropped`) without being read. Default 4 MiB: above Android's 64 KiB, since
+    /// drivers store whole program binaries; Mesa reads through a 64 KiB buffer, so for Mesa
+    /// a larger value is stored but answered 0 (miss-on-oversize). A directory whose
+    /// segments are smaller (`max_disk_bytes` under 32 MiB: a segment is an eighth of it)
+    /// lowers it; `gpucache_egl_max_value_size` gives the limit in force.
     pub max_value_size: u64,
     /// Non-zero: `get` answers 0 (a miss) instead of the size when the value is larger than
     /// the caller's buffer. Default 0, the extension's behaviour; `gpucache_egl_install`
@@ -156,12 +161,15 @@ const STATS_SIZE_V1: usize = size_of::<gpucache_egl_stats>();
 /// (the newest value wins; a value that cannot be stored is dropped and counted).
 ///
 /// Ignored when no cache is configured, after `gpucache_egl_shutdown`, and for a NULL `key`
-/// or `value` or a negative size. May be called from any thread at any time.
+/// or `value` or a negative size. A key over `max_key_size` or a value over
+/// `gpucache_egl_max_value_size()` is dropped and counted without being read or copied,
+/// whatever size is declared (`LONG_MAX` included). May be called from any thread at any
+/// time.
 ///
 /// # Safety
 ///
-/// When non-NULL with a non-negative size, `key` and `value` must be readable for
-/// `key_size` and `value_size` bytes for the duration of the call.
+/// When non-NULL with a non-negative size within the limits, `key` and `value` must be
+/// readable for `key_size` and `value_size` bytes for the duration of the call.
 #[no_mangle]
 pub unsafe extern "C" fn gpucache_egl_set(
     key: *const c_void,
@@ -170,11 +178,26 @@ pub unsafe extern "C" fn gpucache_egl_set(
     value_size: EGLsizeiANDROID,
 ) {
     ffi_quiet((), || {
+        let Some(cache) = blob::current() else {
+            return;
+        };
+        let (Ok(key_len), Ok(value_len)) = (usize::try_from(key_size), usize::try_from(value_size))
+        else {
+            return;
+        };
+        if key_len > cache.max_key_size() || value_len as u64 > cache.max_value_size() {
+            // Refused from the sizes alone: a size no buffer has (`LONG_MAX`) is never read
+            // or allocated for.
+            if !key.is_null() && !value.is_null() {
+                cache.set_refused();
+            }
+            return;
+        }
         // SAFETY: the caller guarantees both regions are readable for their sizes when the
         // pointers are non-NULL and the sizes non-negative; `bytes` checks exactly that.
         let (key, value) = unsafe { (bytes(key, key_size), bytes(value, value_size)) };
         if let (Some(key), Some(value)) = (key, value) {
-            blob::set(key, value);
+            cache.set(key, value);
         }
     });
 }
@@ -423,6 +446,20 @@ pub extern "C" fn gpucache_egl_flush() -> i32 {
         require_configured()?;
         blob::flush()?;
         Ok(())
+    })
+}
+
+/// The largest value `gpucache_egl_set` stores now: the configured `max_value_size` (4 MiB
+/// by default), or less when the directory's segments are smaller. 0 when no cache is
+/// configured.
+///
+/// # Safety
+///
+/// None needed: callable from any thread at any time.
+#[no_mangle]
+pub extern "C" fn gpucache_egl_max_value_size() -> u64 {
+    ffi_quiet(0, || {
+        blob::current().map_or(0, |cache| cache.max_value_size())
     })
 }
 

@@ -235,6 +235,11 @@ pub unsafe extern "C" fn gpucache_session_find(
 
 /// Adds an entry (`StoreValue`); never replaces one.
 ///
+/// A value over `gpucache_session_max_value_size` is `GPUCACHE_ERROR_CACHE_FULL` and is
+/// neither read nor copied, whatever size is declared (`LONG_MAX` included; a size over
+/// `SSIZE_MAX` is `GPUCACHE_ERROR_INVALID_ARGUMENT`); so is a value for which the cache has
+/// no room left, counting stores not yet written to its files.
+///
 /// Returns `GPUCACHE_OK`, `GPUCACHE_ERROR_ALREADY_EXISTS`, `GPUCACHE_ERROR_HASH_COLLISION`,
 /// `GPUCACHE_ERROR_CACHE_FULL`, `GPUCACHE_ERROR_NOT_CURRENTLY_AVAILABLE` or
 /// `GPUCACHE_ERROR_INVALID_ARGUMENT` (NULL `s`, `key` or `value`).
@@ -242,7 +247,7 @@ pub unsafe extern "C" fn gpucache_session_find(
 /// # Safety
 ///
 /// `s` is NULL or an open session; `key` and `value` are NULL or readable for `key_size`
-/// and `value_size` bytes.
+/// and `value_size` bytes (`value` only when `value_size` is within the limit).
 #[no_mangle]
 pub unsafe extern "C" fn gpucache_session_store(
     s: *const gpucache_session,
@@ -252,15 +257,64 @@ pub unsafe extern "C" fn gpucache_session_store(
     value_size: usize,
 ) -> i32 {
     ffi_call("gpucache_session_store", || {
-        // SAFETY: forwarded caller contract for `s`, `key` and `value`.
-        let (session, key, value) = unsafe {
-            (
-                session(s)?,
-                input(key, key_size, "key")?,
-                input(value, value_size, "value")?,
-            )
-        };
-        session.store(key, value.to_vec())?;
+        // SAFETY: forwarded caller contract for `s` and `key`.
+        let (session, key) = unsafe { (session(s)?, input(key, key_size, "key")?) };
+        if value.is_null() {
+            return Err(Failure::invalid("value is NULL"));
+        }
+        if value_size > isize::MAX as usize {
+            return Err(Failure::invalid("value size is too large"));
+        }
+        let limit = session.max_value_size();
+        if value_size as u64 > limit {
+            // Checked before the bytes are touched: a declared size no buffer has is refused,
+            // never read or allocated for.
+            return Err(gpucache::Error::CacheFull {
+                needed: value_size as u64,
+                available: limit,
+            }
+            .into());
+        }
+        // SAFETY: forwarded caller contract for `value` (its size is within the limit).
+        let value = unsafe { input(value, value_size, "value")? };
+        let mut copy = Vec::new();
+        if copy.try_reserve_exact(value.len()).is_err() {
+            return Err(gpucache::Error::CacheFull {
+                needed: value_size as u64,
+                available: 0,
+            }
+            .into());
+        }
+        copy.extend_from_slice(value);
+        session.store(key, copy)?;
+        Ok(())
+    })
+}
+
+/// Writes the largest value `gpucache_session_store` accepts to `*out`. A memory cache:
+/// what fits in `max_in_memory_bytes` with one entry's 192-byte overhead (the key counts
+/// too). A disk cache: what one segment of its files holds (an eighth of
+/// `max_value_file_bytes`, at least 64 KiB in all, less 56 bytes of headers and the key).
+/// A smaller value is still `GPUCACHE_ERROR_CACHE_FULL` when the cache has no room left.
+///
+/// Returns `GPUCACHE_OK` or `GPUCACHE_ERROR_INVALID_ARGUMENT` (NULL pointer).
+///
+/// # Safety
+///
+/// `s` is NULL or an open session; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn gpucache_session_max_value_size(
+    s: *const gpucache_session,
+    out: *mut u64,
+) -> i32 {
+    ffi_call("gpucache_session_max_value_size", || {
+        // SAFETY: forwarded caller contract.
+        let limit = unsafe { session(s) }?.max_value_size();
+        if out.is_null() {
+            return Err(Failure::invalid("out is NULL"));
+        }
+        // SAFETY: `out` is non-NULL and writable per the contract.
+        unsafe { out.write(limit) };
         Ok(())
     })
 }

@@ -63,4 +63,4 @@ pub use policy::{EntryId, EvictionPolicy, Lru, PolicyKind, S3Fifo};
 pub use store::{
     EvictionListener, MemoryPressure, Store, StoreBuilder, StoreStats, ENTRY_OVERHEAD,
 };
-pub use tier::{Tier, TierStats};
+pub use tier::{Queued, Tier, TierStats};

@@ -58,16 +58,36 @@ pub trait Tier: Send + Sync + fmt::Debug {
         let _ = sink;
     }
 
-    /// Whether storing an entry of these sizes would take the tier past its capacity: a
-    /// store with [`InsertMode::NEW_ONLY`](crate::InsertMode::NEW_ONLY) is then refused with
+    /// Whether storing an entry of these sizes, after the stores `queued` for the tiers and
+    /// not yet written, would take the tier past its capacity: a store with
+    /// [`InsertMode::NEW_ONLY`](crate::InsertMode::NEW_ONLY) is then refused with
     /// `CacheFull` instead of evicting. Default `false` (the tier evicts on its own).
-    fn would_overflow(&self, key_len: usize, value_len: usize) -> bool {
-        let _ = (key_len, value_len);
+    fn would_overflow(&self, key_len: usize, value_len: usize, queued: Queued) -> bool {
+        let _ = (key_len, value_len, queued);
         false
     }
 
     /// Counters and gauges.
     fn stats(&self) -> TierStats;
+}
+
+/// Stores accepted by the cache and not yet written by its write-behind thread: a capacity
+/// check counts them as already held (otherwise stores that report success overflow the
+/// tier once written, and it evicts what it accepted).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Queued {
+    /// Stores waiting.
+    pub entries: u64,
+    /// Their key and value bytes.
+    pub bytes: u64,
+}
+
+impl Queued {
+    /// `entries` stores of `bytes` key and value bytes in all.
+    pub fn new(entries: u64, bytes: u64) -> Self {
+        Self { entries, bytes }
+    }
 }
 
 /// Receives preloaded entries: `(key, value)`; returns whether to go on.

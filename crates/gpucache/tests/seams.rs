@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gpucache::control::{self, ControlTarget};
-use gpucache::tier::{PreloadSink, Tier, TierStats, WriteContext, WriteOp};
+use gpucache::tier::{PreloadSink, Queued, Tier, TierStats, WriteContext, WriteOp};
 use gpucache::{
     Bytes, Cache, CacheControl, CacheKinds, Error, Identity, InsertMode, Lookup, MetadataStream,
 };
@@ -25,6 +25,8 @@ struct MapTier {
     batches: AtomicU64,
     durable_batches: AtomicU64,
     hits: AtomicU64,
+    /// Held by a test to keep the write-behind thread waiting in `write`.
+    write_gate: Mutex<()>,
 }
 
 impl MapTier {
@@ -67,6 +69,7 @@ impl Tier for MapTier {
     }
 
     fn write(&self, ops: &[WriteOp<'_>], ctx: &WriteContext<'_>) -> io::Result<()> {
+        drop(self.write_gate.lock().unwrap());
         self.batches.fetch_add(1, Ordering::Relaxed);
         if ctx.durable() {
             self.durable_batches.fetch_add(1, Ordering::Relaxed);
@@ -101,9 +104,9 @@ impl Tier for MapTier {
         }
     }
 
-    fn would_overflow(&self, _key_len: usize, _value_len: usize) -> bool {
+    fn would_overflow(&self, _key_len: usize, _value_len: usize, queued: Queued) -> bool {
         self.capacity
-            .is_some_and(|cap| self.map.lock().unwrap().len() >= cap)
+            .is_some_and(|cap| self.map.lock().unwrap().len() as u64 + queued.entries >= cap as u64)
     }
 
     fn stats(&self) -> TierStats {
@@ -234,6 +237,30 @@ fn new_only_inserts_are_refused_when_a_lower_tier_is_full() {
     ));
     // Replacing inserts leave capacity to the tier.
     cache.insert(b"b", b"2".to_vec()).unwrap();
+}
+
+#[test]
+fn new_only_counts_stores_the_writer_has_not_written_yet() {
+    let map = Arc::new(MapTier {
+        capacity: Some(2),
+        ..MapTier::default()
+    });
+    let cache = Cache::builder().tier(map.clone()).open().unwrap();
+    {
+        // The writer waits in `write`: nothing accepted has reached the tier.
+        let _gate = map.write_gate.lock().unwrap();
+        for key in [&b"a"[..], b"b"] {
+            cache
+                .insert_with(key, b"v".to_vec(), InsertMode::NEW_ONLY)
+                .unwrap();
+        }
+        assert!(matches!(
+            cache.insert_with(b"c", b"v".to_vec(), InsertMode::NEW_ONLY),
+            Err(Error::CacheFull { .. })
+        ));
+    }
+    cache.flush().unwrap();
+    assert_eq!(map.stats().entries, 2, "everything accepted was written");
 }
 
 const STREAM: MetadataStream = MetadataStream::new("front-end-state", *b"TEST", 1);

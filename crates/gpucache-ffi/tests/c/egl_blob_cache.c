@@ -1,6 +1,7 @@
 /* The EGL_ANDROID_blob_cache callbacks through the C API: before configure, configure,
  * set/get with the extension's rules, miss-on-oversize (Mesa), exact counters, bad input,
  * cache control, flush, shutdown, and configuring again. */
+#include <limits.h>
 #include <string.h>
 
 #include "check.h"
@@ -33,6 +34,7 @@ static void before_configure(void) {
     CHECK_CODE(gpucache_egl_flush(), GPUCACHE_ERROR_NOT_CONFIGURED);
     CHECK_CODE(gpucache_egl_set_miss_on_oversize(1), GPUCACHE_ERROR_NOT_CONFIGURED);
     gpucache_egl_shutdown(); /* nothing to shut down: fine */
+    CHECK(gpucache_egl_max_value_size() == 0);
 }
 
 static void configure(void) {
@@ -149,6 +151,17 @@ static void bad_input_is_ignored(void) {
     struct gpucache_egl_stats after = stats();
     CHECK(after.sets == before.sets && after.sets_dropped == before.sets_dropped);
     CHECK(after.gets == before.gets + 1);
+
+    /* Declared sizes over the limits: dropped and counted, never read nor allocated for
+     * (LONG_MAX used to abort the process on allocation). */
+    CHECK(gpucache_egl_max_value_size() == 4ull << 20);
+    before = stats();
+    gpucache_egl_set(key_b, sizeof key_b, value_a, LONG_MAX);
+    gpucache_egl_set(key_b, sizeof key_b, value_a, (EGLsizeiANDROID)(4ull << 20) + 1);
+    gpucache_egl_set(key_b, LONG_MAX, value_a, sizeof value_a);
+    after = stats();
+    CHECK(after.sets == before.sets + 3 && after.sets_dropped == before.sets_dropped + 3);
+    CHECK(gpucache_egl_get(key_b, sizeof key_b, buf, sizeof buf) == 0);
 
     struct gpucache_egl_stats small = {.struct_size = 16};
     CHECK_CODE(gpucache_egl_stats(&small), GPUCACHE_ERROR_INVALID_ARGUMENT);

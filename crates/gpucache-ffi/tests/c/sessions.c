@@ -3,6 +3,8 @@
  * delete-on-destroy, cache control, and NULL pointers everywhere.
  * Run with GPUCACHE_DIR set to an empty directory and the working directory writable. */
 #define _POSIX_C_SOURCE 200809L
+#include <limits.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -147,6 +149,62 @@ static void disk_sessions_persist_until_deleted(void) {
     CHECK(stat("04040404040404040404040404040404.gpucache", &st) == 0 && S_ISDIR(st.st_mode));
 }
 
+static void value_limits(void) {
+    /* A declared size no buffer has is refused before it is read or allocated for. */
+    gpucache_session_desc d = desc_for(5, GPUCACHE_MODE_DISK);
+    d.max_value_file_bytes = 64u << 10;
+    gpucache_session *s = open_ok(&d);
+    uint64_t limit = 0;
+    CHECK_CODE(gpucache_session_max_value_size(s, &limit), GPUCACHE_OK);
+    CHECK(limit > 1000 && limit < 64u << 10);
+    CHECK_CODE(gpucache_session_max_value_size(s, NULL), GPUCACHE_ERROR_INVALID_ARGUMENT);
+    CHECK_CODE(gpucache_session_max_value_size(NULL, &limit), GPUCACHE_ERROR_INVALID_ARGUMENT);
+    CHECK_CODE(gpucache_session_store(s, KEY, sizeof KEY, VALUE, (size_t)LONG_MAX),
+               GPUCACHE_ERROR_CACHE_FULL);
+    CHECK_CODE(gpucache_session_store(s, KEY, sizeof KEY, VALUE, SIZE_MAX),
+               GPUCACHE_ERROR_INVALID_ARGUMENT);
+    CHECK_CODE(gpucache_session_store(s, KEY, sizeof KEY, VALUE, (size_t)limit + 1),
+               GPUCACHE_ERROR_CACHE_FULL);
+
+    /* Stores past the value file's size are refused even before the writer has written
+     * the earlier ones, and every store that succeeded survives a reopen. */
+    static uint8_t value[1000];
+    int stored = 0, full = 0;
+    for (uint32_t i = 0; i < 1000; i++) {
+        int32_t rc = gpucache_session_store(s, &i, sizeof i, value, sizeof value);
+        CHECK(rc == GPUCACHE_OK || rc == GPUCACHE_ERROR_CACHE_FULL);
+        if (rc == GPUCACHE_OK)
+            stored++;
+        else
+            full++;
+    }
+    CHECK(stored > 0 && full > 0);
+    gpucache_session_close(s);
+    s = open_ok(&d);
+    int found = 0;
+    for (uint32_t i = 0; i < 1000; i++) {
+        size_t n = 0;
+        if (gpucache_session_find(s, &i, sizeof i, NULL, &n) == GPUCACHE_OK && n == sizeof value)
+            found++;
+    }
+    if (found != stored) {
+        fprintf(stderr, "%d stores succeeded, %d survived a reopen\n", stored, found);
+        exit(1);
+    }
+    CHECK_CODE(gpucache_session_set_delete_on_destroy(s), GPUCACHE_OK);
+    gpucache_session_close(s);
+
+    /* A memory session: what fits in its budget. */
+    gpucache_session_desc m = desc_for(6, GPUCACHE_MODE_MEMORY);
+    m.max_in_memory_bytes = 4096;
+    s = open_ok(&m);
+    CHECK_CODE(gpucache_session_max_value_size(s, &limit), GPUCACHE_OK);
+    CHECK(limit > 0 && limit <= 4096 - 192);
+    CHECK_CODE(gpucache_session_store(s, "k", 1, VALUE, (size_t)LONG_MAX),
+               GPUCACHE_ERROR_CACHE_FULL);
+    gpucache_session_close(s);
+}
+
 static void cache_control(void) {
     gpucache_session_desc d = desc_for(5, GPUCACHE_MODE_MEMORY);
     gpucache_session *s = open_ok(&d);
@@ -233,6 +291,7 @@ int main(void) {
     find_size_then_copy();
     defaults_and_cache_full();
     disk_sessions_persist_until_deleted();
+    value_limits();
     cache_control();
     null_pointers_and_bad_sizes();
     printf("sessions: ok\n");

@@ -22,11 +22,13 @@ const QUEUE: usize = 32;
 /// How long closing waits for a read in progress before leaving the thread to finish alone.
 const CLOSE_WAIT: Duration = Duration::from_secs(1);
 
-/// Called with a value that arrived after its caller stopped waiting.
-pub(crate) type LateFn = Box<dyn Fn(&[u8], Bytes) + Send>;
+/// Called with a value that arrived after its caller stopped waiting, and the sequence
+/// number the caller's read began at (see `super::pending`).
+pub(crate) type LateFn = Box<dyn Fn(&[u8], Bytes, u64) + Send>;
 
 struct Request {
     key: Bytes,
+    since: u64,
     reply: SyncSender<Lookup>,
 }
 
@@ -69,14 +71,16 @@ impl BoundedReader {
         })
     }
 
-    /// Looks `key` up, waiting at most the budget; a miss when the tier is slower.
-    pub(crate) fn read(&self, key: &[u8]) -> Lookup {
+    /// Looks `key` up, waiting at most the budget; a miss when the tier is slower. `since`
+    /// goes to `on_late` with a late value.
+    pub(crate) fn read(&self, key: &[u8], since: u64) -> Lookup {
         let Some(tx) = &self.tx else {
             return Lookup::Miss;
         };
         let (reply, answer) = mpsc::sync_channel(1);
         let request = Request {
             key: Bytes::copy_from_slice(key),
+            since,
             reply,
         };
         match tx.try_send(request) {
@@ -121,12 +125,12 @@ impl Drop for BoundedReader {
 }
 
 fn serve(tier: &dyn Tier, rx: &Receiver<Request>, on_late: &LateFn, counts: &BoundedCounts) {
-    for Request { key, reply } in rx {
+    for Request { key, since, reply } in rx {
         match reply.send(tier.read(&key)) {
             Ok(()) => {}
             Err(mpsc::SendError(Lookup::Hit(value))) => {
                 counts.late_hits.incr();
-                on_late(&key, value);
+                on_late(&key, value, since);
             }
             Err(_) => {}
         }

@@ -18,6 +18,7 @@
 //! once fsynced, which happens on [`Cache::flush`], when a segment fills, and on drop.
 
 mod bounded;
+mod pending;
 mod preload;
 mod write_behind;
 
@@ -25,18 +26,20 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use parking_lot::Mutex;
 
 use crate::disk::{check_owner, identity_subdir, DirAccess, DiskConfig, DiskStats, DiskTier};
 use crate::hash::KeyHasher;
 use crate::identity::MAX_IDENTITY_LEN;
 use crate::metrics::Counter;
 use crate::store::copy_if_fits;
-use crate::tier::{Tier, TierStats};
+use crate::tier::{Queued, Tier, TierStats};
 use crate::{
     Error, EvictionListener, Identity, InsertMode, Lookup, PolicyKind, Result, Store, StoreBuilder,
 };
 use crate::{MemoryPressure, StoreStats};
 use bounded::BoundedReader;
+use pending::{install, Below, Pending};
 use preload::Preload;
 use write_behind::WriteBehind;
 
@@ -126,7 +129,8 @@ impl CacheBuilder {
     /// Largest value stored, in any tier; a larger one is refused with
     /// [`Error::ValueTooLarge`] and the key's previous value is kept. Default: unbounded
     /// for a cache with lower tiers (a value too large for a memory shard is kept below
-    /// memory only), what fits in one memory shard for a memory-only cache.
+    /// memory only), what fits in one memory shard for a memory-only cache. A disk tier
+    /// lowers it to what one segment holds ([`Cache::max_value_size`]).
     pub fn max_value_size(mut self, bytes: u64) -> Self {
         self.max_value_size = Some(bytes);
         self.memory = self.memory.max_value_size(bytes);
@@ -262,14 +266,18 @@ impl CacheBuilder {
                 None if has_lower => u64::MAX,
                 None => memory.max_value_size(),
             },
+            max_entry_len: u64::MAX,
             memory,
             identity: self.identity.clone(),
             evicts_memory: has_lower,
+            capacity_gate: Mutex::new(()),
             disk: None,
             lower: Vec::new(),
             writer: None,
             preload: None,
             preloaded: Arc::new(Counter::new()),
+            pending: Arc::new(Pending::default()),
+            pending_hits: Counter::new(),
             disk_error: None,
         };
         let mut tiers: Vec<Arc<dyn Tier>> = Vec::new();
@@ -277,6 +285,7 @@ impl CacheBuilder {
             match DiskTier::open(self.disk_config(dir)) {
                 Ok(disk) => {
                     let disk = Arc::new(disk);
+                    cache.max_entry_len = disk.max_entry_len();
                     tiers.push(Arc::clone(&disk) as Arc<dyn Tier>);
                     cache.disk = Some(disk);
                 }
@@ -323,6 +332,11 @@ pub struct Cache {
     identity: Identity,
     /// Largest value stored in any tier.
     max_value_size: u64,
+    /// Largest key + value the disk tier can hold (a record fills a segment at most).
+    max_entry_len: u64,
+    /// Held from the capacity check of a `NEW_ONLY` store until it is queued, so that two
+    /// such stores cannot both take the last room.
+    capacity_gate: Mutex<()>,
     /// Lower tiers were configured: the memory tier evicts (they keep what it evicts).
     evicts_memory: bool,
     /// The disk tier, also first in `lower`, for what only it does (compaction, its files).
@@ -331,6 +345,10 @@ pub struct Cache {
     writer: Option<WriteBehind>,
     preload: Option<Preload>,
     preloaded: Arc<Counter>,
+    /// Writes the lower tiers do not have yet (see [`pending`]).
+    pending: Arc<Pending>,
+    /// Lookups answered from a write not yet in the lower tiers.
+    pending_hits: Counter,
     disk_error: Option<String>,
 }
 
@@ -347,7 +365,8 @@ impl Cache {
         if !tiers.is_empty() {
             let memory = Arc::clone(&self.memory);
             let hot = Box::new(move |key: &[u8]| memory.contains(key));
-            match WriteBehind::spawn(tiers.clone(), hot, write_queue_bytes) {
+            let pending = Arc::clone(&self.pending);
+            match WriteBehind::spawn(tiers.clone(), hot, pending, write_queue_bytes) {
                 Ok(writer) => self.writer = Some(writer),
                 Err(e) => self.disk_error = Some(format!("no write-behind thread: {e}")),
             }
@@ -355,12 +374,10 @@ impl Cache {
         for (i, tier) in tiers.iter().enumerate() {
             let reader = tier.read_budget().and_then(|budget| {
                 let memory = Arc::clone(&self.memory);
+                let pending = Arc::clone(&self.pending);
                 let queue = self.writer.as_ref().map(|w| w.queue().clone());
-                let on_late = Box::new(move |key: &[u8], value: Bytes| {
-                    let _ = memory.insert_with(key, value.clone(), KEEP_NEWER);
-                    if let Some(queue) = &queue {
-                        queue.put_above(Bytes::copy_from_slice(key), value, i);
-                    }
+                let on_late = Box::new(move |key: &[u8], value: Bytes, since: u64| {
+                    install(&memory, &pending, queue.as_ref(), key, value, since, i);
                 });
                 BoundedReader::spawn(Arc::clone(tier), budget, on_late)
                     .map_err(|e| tracing::warn!(target: "gpucache", "no reader thread: {e}"))
@@ -374,7 +391,14 @@ impl Cache {
         if preload && !tiers.is_empty() {
             let queue = self.writer.as_ref().map(|w| w.queue().clone());
             let memory = Arc::clone(&self.memory);
-            self.preload = Preload::spawn(memory, tiers, queue, Arc::clone(&self.preloaded)).ok();
+            // Before any store: the preload must know every key written from now on.
+            self.pending.preload_started();
+            let preloaded = Arc::clone(&self.preloaded);
+            let pending = Arc::clone(&self.pending);
+            self.preload = Preload::spawn(memory, tiers, queue, preloaded, pending).ok();
+            if self.preload.is_none() {
+                self.pending.preload_finished();
+            }
         }
     }
 
@@ -391,28 +415,43 @@ impl Cache {
         Some(value.len())
     }
 
-    /// What the cache holds for `key`: from memory, else from the lower tiers in order (a
-    /// value found below is kept in memory and written to the tiers above its own).
+    /// What the cache holds for `key`: from memory, else from a write not yet in the lower
+    /// tiers, else from the lower tiers in order (a value found below is kept in memory and
+    /// written to the tiers above its own, unless a write of the key came meanwhile).
     pub fn lookup(&self, key: &[u8]) -> Lookup {
         match self.memory.lookup(key) {
             Lookup::Miss => {}
             found => return found,
         }
+        if self.lower.is_empty() {
+            return Lookup::Miss;
+        }
+        let since = match self.pending.below(key) {
+            Below::Value(value) => {
+                self.pending_hits.incr();
+                return Lookup::Hit(value);
+            }
+            Below::Removed => return Lookup::Miss,
+            Below::Read(since) => since,
+        };
         for (i, lower) in self.lower.iter().enumerate() {
             let found = match &lower.reader {
-                Some(reader) => reader.read(key),
+                Some(reader) => reader.read(key, since),
                 None => lower.tier.read(key),
             };
             match found {
                 Lookup::Miss => continue,
                 Lookup::Hit(value) => {
-                    // Keep a newer value stored meanwhile; a full memory tier evicts.
-                    let _ = self.memory.insert_with(key, value.clone(), KEEP_NEWER);
-                    if let Some(writer) = &self.writer {
-                        writer
-                            .queue()
-                            .put_above(Bytes::copy_from_slice(key), value.clone(), i);
-                    }
+                    let queue = self.writer.as_ref().map(|w| w.queue());
+                    install(
+                        &self.memory,
+                        &self.pending,
+                        queue,
+                        key,
+                        value.clone(),
+                        since,
+                        i,
+                    );
                     return Lookup::Hit(value);
                 }
                 Lookup::Collision => return Lookup::Collision,
@@ -430,52 +469,112 @@ impl Cache {
     /// Stores `value` for `key` as `mode` says. With [`InsertMode::NEW_ONLY`], a key held in
     /// memory or on disk is `AlreadyExists` (or `HashCollision`), and an entry that would take
     /// the bottom tier past its capacity is `CacheFull`: for a memory-only cache the memory
-    /// budget, else the lower tiers' limits.
+    /// budget, else the lower tiers' limits (counting the stores not written yet).
     pub fn insert_with(&self, key: &[u8], value: impl Into<Bytes>, mode: InsertMode) -> Result<()> {
         let value = value.into();
+        if !self.evicts_memory {
+            return match self.memory.insert_with(key, value, mode) {
+                // The memory tier counted the refusal; report the cache's own limit.
+                Err(Error::ValueTooLarge { size, .. }) => Err(Error::ValueTooLarge {
+                    size,
+                    limit: self.max_value_size,
+                }),
+                other => other,
+            };
+        }
+        let too_large = (key.len() + value.len()) as u64 > self.max_entry_len
+            || value.len() as u64 > self.max_value_size;
+        if too_large {
+            // Refused whole: the key's previous value is kept.
+            return Err(Error::ValueTooLarge {
+                size: value.len() as u64,
+                limit: self.max_value_size(),
+            });
+        }
+        let value_len = value.len();
+        let _gate = mode.refuses_when_full().then(|| self.capacity_gate.lock());
         if mode.refuses_existing() {
             self.refuse_existing(key)?;
         }
-        let memory_mode = if self.evicts_memory {
-            if mode.refuses_when_full() && self.lower_would_overflow(key.len(), value.len()) {
-                return Err(Error::CacheFull {
-                    needed: (key.len() + value.len()) as u64,
-                    available: 0,
-                });
+        if mode.refuses_when_full() && self.lower_would_overflow(key.len(), value.len()) {
+            return Err(Error::CacheFull {
+                needed: (key.len() + value.len()) as u64,
+                available: 0,
+            });
+        }
+        // The lower tiers keep what memory evicts: memory never refuses for room.
+        let memory_mode = mode.refuse_when_full(false);
+        if mode.refuses_existing() {
+            // No older value of the key is anywhere (checked above): memory first, so that
+            // a refusal there (a colliding key) leaves nothing queued.
+            let in_memory = match self.memory.insert_with(key, value.clone(), memory_mode) {
+                Ok(()) => true,
+                Err(Error::ValueTooLarge { .. }) => false,
+                Err(e) => return Err(e),
+            };
+            let (_, kept_below) = self.record_put(key, value);
+            return match in_memory || kept_below {
+                true => Ok(()),
+                false => Err(self.too_large_for_memory(value_len)),
+            };
+        }
+        // Recorded before memory changes: a lookup that misses memory meanwhile finds this
+        // value (or its tombstone) rather than an older one below.
+        let (seq, kept_below) = self.record_put(key, value.clone());
+        let latest = || self.pending.is_latest(key, seq);
+        if self
+            .memory
+            .insert_if(key, value, memory_mode, latest)
+            .is_err()
+        {
+            // Too large for a memory shard: kept below only, and memory must not answer
+            // with the key's older value.
+            self.memory.remove(key);
+            if !kept_below {
+                return Err(self.too_large_for_memory(value_len));
             }
-            mode.refuse_when_full(false)
-        } else {
-            mode
-        };
-        match self.memory.insert_with(key, value.clone(), memory_mode) {
-            Ok(()) => {
-                self.queue_put(key, value);
-                Ok(())
-            }
-            // Too large for a memory shard but not for the cache: kept in the lower tiers
-            // only, and memory must not answer with the key's older value.
-            Err(e @ Error::ValueTooLarge { .. }) if value.len() as u64 <= self.max_value_size => {
-                if self.queue_put(key, value) {
-                    self.memory.remove(key);
-                    Ok(())
-                } else {
-                    Err(e)
-                }
-            }
-            // The memory tier counted the refusal; report the cache's own limit.
-            Err(Error::ValueTooLarge { size, .. }) => Err(Error::ValueTooLarge {
-                size,
-                limit: self.max_value_size,
-            }),
-            Err(e) => Err(e),
+        }
+        Ok(())
+    }
+
+    /// A value too large for memory that no lower tier will get either.
+    fn too_large_for_memory(&self, size: usize) -> Error {
+        Error::ValueTooLarge {
+            size: size as u64,
+            limit: self.memory.max_value_size(),
         }
     }
 
-    /// With [`InsertMode::NEW_ONLY`]: refuses a key held in memory or on disk (a key whose
-    /// hash memory holds for another key is refused by the memory insert).
+    /// Records a store and queues it for the lower tiers: `(its sequence number, whether it
+    /// was queued)`. One that is not queued leaves a tombstone, and a removal is queued in
+    /// its place if it can be, so that the key's older value below is not served.
+    fn record_put(&self, key: &[u8], value: Bytes) -> (u64, bool) {
+        let mut queued = false;
+        let seq = self.pending.record(key, Some(value.clone()), |seq| {
+            let Some(queue) = self.writer.as_ref().map(|w| w.queue()) else {
+                return false;
+            };
+            let key = Bytes::copy_from_slice(key);
+            queued = queue.put(key.clone(), value, seq);
+            if !queued {
+                queue.tombstone(key, seq);
+            }
+            queued
+        });
+        (seq, queued)
+    }
+
+    /// With [`InsertMode::NEW_ONLY`]: refuses a key held in memory, not yet written, or on
+    /// disk (a key whose hash memory holds for another key is refused by the memory insert).
     fn refuse_existing(&self, key: &[u8]) -> Result<()> {
         if self.memory.contains(key) {
             return Err(Error::AlreadyExists("an entry with this key is stored"));
+        }
+        match self.pending.holds(key) {
+            Some(true) => return Err(Error::AlreadyExists("an entry with this key is stored")),
+            // Removed, or a newer value not written: what the disk holds is not current.
+            Some(false) => return Ok(()),
+            None => {}
         }
         let Some(disk) = &self.disk else {
             return Ok(());
@@ -490,38 +589,50 @@ impl Cache {
         }
     }
 
+    /// Whether a lower tier would go past its capacity, counting what is queued for it.
     fn lower_would_overflow(&self, key_len: usize, value_len: usize) -> bool {
+        let queued = self
+            .writer
+            .as_ref()
+            .map_or_else(Queued::default, |w| w.queue().queued_puts());
         self.lower
             .iter()
-            .any(|l| l.tier.would_overflow(key_len, value_len))
-    }
-
-    /// Queues `key`/`value` for the lower tiers; whether it was queued.
-    fn queue_put(&self, key: &[u8], value: Bytes) -> bool {
-        self.writer
-            .as_ref()
-            .is_some_and(|w| w.queue().put(Bytes::copy_from_slice(key), value))
+            .any(|l| l.tier.would_overflow(key_len, value_len, queued))
     }
 
     /// Removes `key` from every tier; returns whether memory held it.
     pub fn remove(&self, key: &[u8]) -> bool {
-        let was = self.memory.remove(key);
-        if let Some(writer) = &self.writer {
-            writer.queue().remove(Bytes::copy_from_slice(key));
+        if !self.lower.is_empty() {
+            // Recorded first: from now on no lookup installs the value read from below.
+            self.pending.record(key, None, |seq| {
+                self.writer
+                    .as_ref()
+                    .is_some_and(|w| w.queue().remove(Bytes::copy_from_slice(key), seq))
+            });
         }
-        was
+        self.memory.remove(key)
     }
 
     /// Removes every entry from every tier. Fails if the disk tier exists but this process
     /// cannot write to it (memory is cleared all the same). A start-up preload still running
-    /// is stopped first, so that it cannot put back what was cleared.
+    /// is stopped first, so that it cannot put back what was cleared; a lookup meanwhile
+    /// finds nothing below, and a value read before the clear is not kept.
     pub fn clear(&self) -> Result<()> {
         if let Some(preload) = &self.preload {
             preload.stop();
         }
+        let writer = match self.writer_or_read_only() {
+            Ok(Some(writer)) => writer,
+            other => {
+                self.memory.clear();
+                return other.map(|_| ());
+            }
+        };
+        let reply = self.pending.clear(|| writer.start_clear());
         self.memory.clear();
-        self.writer_or_read_only()?
-            .map_or(Ok(()), |w| Ok(w.clear()?))
+        let result = reply.and_then(write_behind::wait);
+        self.pending.cleared();
+        Ok(result?)
     }
 
     /// Empties every tier, stops writing to disk for good and removes the directory
@@ -604,7 +715,7 @@ impl Cache {
                 s
             })
             .collect();
-        let lower_hits: u64 = tiers.iter().map(|t| t.hits).sum();
+        let lower_hits: u64 = tiers.iter().map(|t| t.hits).sum::<u64>() + self.pending_hits.get();
         let lookups = memory.hits + memory.misses;
         let queue = self.writer.as_ref().map(|w| w.queue());
         CacheStats {
@@ -623,6 +734,15 @@ impl Cache {
     /// Why the disk tier is unavailable, if it is.
     pub fn disk_error(&self) -> Option<&str> {
         self.disk_error.as_deref()
+    }
+
+    /// The largest value the cache stores (with an empty key; a key's bytes count against
+    /// the disk tier's part of the limit): the configured
+    /// [`max_value_size`](CacheBuilder::max_value_size), or for a cache with a disk tier
+    /// what one segment holds, whichever is smaller. A larger value is refused with
+    /// [`Error::ValueTooLarge`].
+    pub fn max_value_size(&self) -> u64 {
+        self.max_value_size.min(self.max_entry_len)
     }
 
     /// The directory of the disk tier, if there is one.
@@ -653,10 +773,6 @@ impl Cache {
         }
     }
 }
-
-/// A value found below memory goes into memory unless a newer one got there first; a full
-/// memory tier evicts for it.
-const KEEP_NEWER: InsertMode = InsertMode::REPLACE.refuse_existing(true);
 
 impl Drop for Cache {
     fn drop(&mut self) {
@@ -695,3 +811,6 @@ pub struct CacheStats {
     /// Why there is no disk tier, if one was asked for.
     pub disk_error: Option<String>,
 }
+
+#[cfg(test)]
+mod tests;

@@ -12,6 +12,7 @@ use std::thread::JoinHandle;
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 
+use super::pending::Pending;
 use super::write_behind::Queue;
 use crate::metrics::Counter;
 use crate::tier::Tier;
@@ -29,11 +30,14 @@ pub(crate) struct Preload {
 }
 
 impl Preload {
+    /// Starts the thread; `pending` must already remember the keys written
+    /// ([`Pending::preload_started`]), and is told when the preload ends.
     pub(crate) fn spawn(
         memory: Arc<Store>,
         tiers: Vec<Arc<dyn Tier>>,
         queue: Option<Queue>,
         preloaded: Arc<Counter>,
+        pending: Arc<Pending>,
     ) -> std::io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let done = Arc::new((Mutex::new(false), Condvar::new()));
@@ -47,8 +51,14 @@ impl Preload {
                             break;
                         }
                         let promote = queue.as_ref().filter(|_| i > 0);
-                        preload_tier(&memory, &**tier, promote, i, &stop, &preloaded);
+                        let to = Sinks {
+                            memory: &memory,
+                            pending: &pending,
+                            promote,
+                        };
+                        preload_tier(&to, &**tier, i, &stop, &preloaded);
                     }
+                    pending.preload_finished();
                     *done.0.lock() = true;
                     done.1.notify_all();
                 })?
@@ -78,27 +88,41 @@ impl Preload {
     }
 }
 
-/// Streams tier `index`'s entries into `memory` (never over a newer value), and with
-/// `promote` into the tiers above it.
+/// Where preloaded entries go.
+struct Sinks<'a> {
+    memory: &'a Store,
+    pending: &'a Pending,
+    /// The tiers above the one preloaded, if it is not the first.
+    promote: Option<&'a Queue>,
+}
+
+/// Streams tier `index`'s entries into memory, and into the tiers above it, except keys
+/// written since the preload began (what the tier streams may be older than those).
 fn preload_tier(
-    memory: &Store,
+    to: &Sinks<'_>,
     tier: &dyn Tier,
-    promote: Option<&Queue>,
     index: usize,
     stop: &AtomicBool,
     preloaded: &Counter,
 ) {
+    let Sinks {
+        memory,
+        pending,
+        promote,
+    } = *to;
     let mut full_in_a_row = 0u32;
     let mut memory_full = false;
     tier.preload(&mut |key, value| {
         let value = Bytes::copy_from_slice(value);
         if !memory_full {
             let into_memory = InsertMode::NEW_ONLY;
-            match memory.insert_with(key, value.clone(), into_memory) {
-                Ok(()) => {
+            let untouched = || pending.if_untouched(key, || ());
+            match memory.insert_if(key, value.clone(), into_memory, untouched) {
+                Ok(true) => {
                     preloaded.incr();
                     full_in_a_row = 0;
                 }
+                Ok(false) => {}
                 Err(Error::CacheFull { .. }) => {
                     full_in_a_row += 1;
                     memory_full = full_in_a_row >= GIVE_UP_AFTER_FULL;
@@ -107,7 +131,9 @@ fn preload_tier(
             }
         }
         if let Some(queue) = promote {
-            queue.put_above(Bytes::copy_from_slice(key), value, index);
+            pending.if_untouched(key, || {
+                queue.put_above(Bytes::copy_from_slice(key), value, index);
+            });
         }
         !stop.load(Ordering::Acquire) && (promote.is_some() || !memory_full)
     });

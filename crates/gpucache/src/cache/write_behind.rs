@@ -16,8 +16,9 @@ use std::thread::JoinHandle;
 
 use bytes::Bytes;
 
+use super::pending::Pending;
 use crate::metrics::Counter;
-use crate::tier::{Tier, WriteContext, WriteOp};
+use crate::tier::{Queued, Tier, WriteContext, WriteOp};
 
 /// Operations per batch at most, and bytes per batch at most (a batch may hold a lock).
 const BATCH_OPS: usize = 4096;
@@ -34,13 +35,17 @@ pub(crate) type HotFn = Box<dyn Fn(&[u8]) -> bool + Send>;
 
 enum Op {
     /// Store into the tiers `0..upto` (all of them, or those above the tier a value was
-    /// found in).
+    /// found in). `seq`: the store's number in [`Pending`] (none for a value found below).
     Put {
         key: Bytes,
         value: Bytes,
         upto: usize,
+        seq: Option<u64>,
     },
-    Remove(Bytes),
+    Remove {
+        key: Bytes,
+        seq: u64,
+    },
     Flush(Reply),
     Clear(Reply),
     Run(Task, Reply),
@@ -53,15 +58,24 @@ enum Op {
 pub(crate) struct Queue {
     tx: Sender<Op>,
     queued_bytes: Arc<AtomicU64>,
+    queued_puts: Arc<PutCount>,
     max_queued_bytes: u64,
     dropped: Arc<Counter>,
     tiers: usize,
 }
 
 impl Queue {
-    /// Queues a store into every tier; `false` (and counted) if the queue is full.
-    pub(crate) fn put(&self, key: Bytes, value: Bytes) -> bool {
-        self.put_above(key, value, self.tiers)
+    /// Queues store `seq` into every tier; `false` (and counted) if the queue is full.
+    pub(crate) fn put(&self, key: Bytes, value: Bytes, seq: u64) -> bool {
+        self.enqueue(
+            Op::Put {
+                key,
+                value,
+                upto: self.tiers,
+                seq: Some(seq),
+            },
+            self.max_queued_bytes,
+        )
     }
 
     /// Queues a store into the tiers above tier `tier` (a value found there).
@@ -69,16 +83,34 @@ impl Queue {
         if tier == 0 {
             return true;
         }
-        self.enqueue(Op::Put {
+        let op = Op::Put {
             key,
             value,
             upto: tier,
-        })
+            seq: None,
+        };
+        self.enqueue(op, self.max_queued_bytes)
     }
 
-    /// Queues a removal from every tier; `false` if the queue is full.
-    pub(crate) fn remove(&self, key: Bytes) -> bool {
-        self.enqueue(Op::Remove(key))
+    /// Queues removal `seq` from every tier; `false` (and counted) if the queue is full.
+    /// Removals may take the queue to twice its limit (see [`Queue::tombstone`]).
+    pub(crate) fn remove(&self, key: Bytes, seq: u64) -> bool {
+        let sent = self.send_remove(key, seq);
+        if !sent {
+            self.dropped.incr();
+        }
+        sent
+    }
+
+    /// Queues a removal in place of store `seq`, which did not fit, so that the key's older
+    /// value below is removed rather than served; the store's drop was counted already.
+    pub(crate) fn tombstone(&self, key: Bytes, seq: u64) -> bool {
+        self.send_remove(key, seq)
+    }
+
+    fn send_remove(&self, key: Bytes, seq: u64) -> bool {
+        let limit = self.max_queued_bytes.saturating_mul(2);
+        self.enqueue(Op::Remove { key, seq }, limit)
     }
 
     /// Stores not queued because the queue was full.
@@ -91,26 +123,47 @@ impl Queue {
         self.queued_bytes.load(Ordering::Acquire)
     }
 
-    fn enqueue(&self, op: Op) -> bool {
+    /// Stores waiting now (for capacity checks).
+    pub(crate) fn queued_puts(&self) -> Queued {
+        self.queued_puts.get()
+    }
+
+    fn enqueue(&self, op: Op, limit: u64) -> bool {
         let size = op_size(&op);
+        let put = put_len(&op);
         let queued = self.queued_bytes.fetch_add(size, Ordering::AcqRel);
-        let sent = queued + size <= self.max_queued_bytes && self.tx.send(op).is_ok();
+        // Counted before sending: the writer takes it off as soon as it has written it.
+        self.queued_puts.add(put);
+        let sent = queued + size <= limit && self.tx.send(op).is_ok();
         if !sent {
             self.queued_bytes.fetch_sub(size, Ordering::AcqRel);
-            self.dropped.incr();
+            self.queued_puts.sub(put);
+            if put.is_some() {
+                self.dropped.incr();
+            }
         }
         sent
     }
 
     fn call(&self, op: impl FnOnce(Reply) -> Op) -> io::Result<()> {
+        wait(self.send(op)?)
+    }
+
+    /// Sends a barrier; its answer comes on the receiver.
+    fn send(&self, op: impl FnOnce(Reply) -> Op) -> io::Result<Receiver<io::Result<()>>> {
         let (reply_tx, reply_rx) = mpsc::sync_channel(1);
         self.tx
             .send(op(reply_tx))
             .map_err(|_| io::Error::other("write-behind thread has stopped"))?;
-        reply_rx
-            .recv()
-            .map_err(|_| io::Error::other("write-behind thread has stopped"))?
+        Ok(reply_rx)
     }
+}
+
+/// The answer to a barrier.
+pub(crate) fn wait(reply: Receiver<io::Result<()>>) -> io::Result<()> {
+    reply
+        .recv()
+        .map_err(|_| io::Error::other("write-behind thread has stopped"))?
 }
 
 /// The writer thread of one cache and its queue.
@@ -125,12 +178,14 @@ impl WriteBehind {
     pub(crate) fn spawn(
         tiers: Vec<Arc<dyn Tier>>,
         hot: HotFn,
+        pending: Arc<Pending>,
         max_queued_bytes: u64,
     ) -> io::Result<Self> {
         let (tx, rx) = mpsc::channel();
         let queue = Queue {
             tx,
             queued_bytes: Arc::new(AtomicU64::new(0)),
+            queued_puts: Arc::new(PutCount::default()),
             max_queued_bytes,
             dropped: Arc::new(Counter::new()),
             tiers: tiers.len(),
@@ -138,7 +193,9 @@ impl WriteBehind {
         let worker = Worker {
             tiers,
             hot,
+            pending,
             queued_bytes: Arc::clone(&queue.queued_bytes),
+            queued_puts: Arc::clone(&queue.queued_puts),
         };
         let thread = std::thread::Builder::new()
             .name("gpucache-writer".into())
@@ -159,9 +216,10 @@ impl WriteBehind {
         self.queue.call(Op::Flush)
     }
 
-    /// Drops what is queued and clears every tier.
-    pub(crate) fn clear(&self) -> io::Result<()> {
-        self.queue.call(Op::Clear)
+    /// Queues a clear (what is queued before it is dropped, then every tier is cleared);
+    /// [`wait`] for its answer.
+    pub(crate) fn start_clear(&self) -> io::Result<Receiver<io::Result<()>>> {
+        self.queue.send(Op::Clear)
     }
 
     /// Runs `task` on the writer thread after what is queued now has been written.
@@ -183,7 +241,9 @@ impl Drop for WriteBehind {
 struct Worker {
     tiers: Vec<Arc<dyn Tier>>,
     hot: HotFn,
+    pending: Arc<Pending>,
     queued_bytes: Arc<AtomicU64>,
+    queued_puts: Arc<PutCount>,
 }
 
 impl Worker {
@@ -212,7 +272,7 @@ impl Worker {
         let mut pending: Vec<Op> = Vec::new();
         for op in ops {
             match op {
-                Op::Put { .. } | Op::Remove(_) => pending.push(op),
+                Op::Put { .. } | Op::Remove { .. } => pending.push(op),
                 Op::Flush(reply) => {
                     let result = self.write(std::mem::take(&mut pending), true);
                     let _ = reply.send(result);
@@ -249,8 +309,10 @@ impl Worker {
         for (i, tier) in self.tiers.iter().enumerate() {
             writes.clear();
             writes.extend(ops.iter().filter_map(|op| match op {
-                Op::Put { key, value, upto } if i < *upto => Some(WriteOp::Put { key, value }),
-                Op::Remove(key) => Some(WriteOp::Remove { key }),
+                Op::Put {
+                    key, value, upto, ..
+                } if i < *upto => Some(WriteOp::Put { key, value }),
+                Op::Remove { key, .. } => Some(WriteOp::Remove { key }),
                 _ => None,
             }));
             if writes.is_empty() && !durable {
@@ -263,6 +325,17 @@ impl Worker {
             }
         }
         self.account(&ops);
+        // Only now may lookups read these from below.
+        let writes = ops.iter().filter_map(|op| match op {
+            Op::Put {
+                key,
+                seq: Some(seq),
+                ..
+            }
+            | Op::Remove { key, seq } => Some((key.clone(), *seq)),
+            _ => None,
+        });
+        self.pending.written(writes, result.is_ok());
         result
     }
 
@@ -270,6 +343,9 @@ impl Worker {
     fn account(&self, ops: &[Op]) {
         let size: u64 = ops.iter().map(op_size).sum();
         self.queued_bytes.fetch_sub(size, Ordering::AcqRel);
+        for op in ops {
+            self.queued_puts.sub(put_len(op));
+        }
     }
 }
 
@@ -283,10 +359,48 @@ fn first_error(results: impl Iterator<Item = io::Result<()>>) -> io::Result<()> 
     first
 }
 
+/// Stores queued and their key and value bytes.
+#[derive(Debug, Default)]
+struct PutCount {
+    entries: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl PutCount {
+    fn add(&self, len: Option<u64>) {
+        if let Some(len) = len {
+            self.entries.fetch_add(1, Ordering::AcqRel);
+            self.bytes.fetch_add(len, Ordering::AcqRel);
+        }
+    }
+
+    fn sub(&self, len: Option<u64>) {
+        if let Some(len) = len {
+            self.entries.fetch_sub(1, Ordering::AcqRel);
+            self.bytes.fetch_sub(len, Ordering::AcqRel);
+        }
+    }
+
+    fn get(&self) -> Queued {
+        Queued::new(
+            self.entries.load(Ordering::Acquire),
+            self.bytes.load(Ordering::Acquire),
+        )
+    }
+}
+
+/// The key and value bytes of a store.
+fn put_len(op: &Op) -> Option<u64> {
+    match op {
+        Op::Put { key, value, .. } => Some((key.len() + value.len()) as u64),
+        _ => None,
+    }
+}
+
 fn op_size(op: &Op) -> u64 {
     match op {
         Op::Put { key, value, .. } => (key.len() + value.len()) as u64 + OP_OVERHEAD,
-        Op::Remove(k) => k.len() as u64 + OP_OVERHEAD,
+        Op::Remove { key, .. } => key.len() as u64 + OP_OVERHEAD,
         _ => 0,
     }
 }

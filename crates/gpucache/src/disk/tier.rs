@@ -16,11 +16,11 @@ use parking_lot::{Mutex, RwLock};
 
 use super::access::{self, DirAccess};
 use super::dir;
-use super::format::{INDEX_ENTRY_LEN, MAX_KEY_LEN, RECORD_HEADER_LEN};
+use super::format::{INDEX_ENTRY_LEN, MAX_KEY_LEN, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
 use super::index::Index;
 use super::stats::{DiskCounters, DiskStats};
 use super::write::{Active, Batch, WriteBuffers};
-use crate::tier::{PreloadSink, Tier, TierStats, WriteContext, WriteOp};
+use crate::tier::{PreloadSink, Queued, Tier, TierStats, WriteContext, WriteOp};
 use crate::{Identity, Lookup};
 
 /// Settings of one disk cache.
@@ -122,6 +122,13 @@ impl DiskTier {
     /// Makes this process stop writing to the directory (it is being deleted).
     pub(crate) fn stop_writing(&self) {
         self.writable.store(false, Ordering::Release);
+    }
+
+    /// The largest key + value a record can hold: one record fills a segment at most.
+    pub(crate) fn max_entry_len(&self) -> u64 {
+        self.cfg
+            .segment_bytes
+            .saturating_sub((SEGMENT_HEADER_LEN + RECORD_HEADER_LEN) as u64)
     }
 
     pub(crate) fn is_writable(&self) -> bool {
@@ -263,9 +270,14 @@ impl Tier for DiskTier {
         self.preload_into(sink);
     }
 
-    fn would_overflow(&self, key_len: usize, value_len: usize) -> bool {
-        let record = (RECORD_HEADER_LEN + INDEX_ENTRY_LEN + key_len + value_len) as u64;
-        self.index.read().totals().2 + record > self.cfg.max_bytes
+    fn would_overflow(&self, key_len: usize, value_len: usize, queued: Queued) -> bool {
+        let per_record = (RECORD_HEADER_LEN + INDEX_ENTRY_LEN) as u64;
+        let records =
+            (queued.entries + 1) * per_record + queued.bytes + (key_len + value_len) as u64;
+        // Each segment these records open costs its two file headers.
+        let segments = 1 + records / self.cfg.segment_bytes.max(1);
+        let needed = records + segments * 2 * SEGMENT_HEADER_LEN as u64;
+        self.index.read().totals().2.saturating_add(needed) > self.cfg.max_bytes
     }
 
     fn stats(&self) -> TierStats {

@@ -165,7 +165,11 @@ impl Batch<'_> {
         let header = RecordHeader::for_entry(key, stored.len(), flags);
         if !self.fits(header.record_len()) {
             self.disk.counters.add_too_large();
-            return Ok(());
+            // The key's older record must not answer for the value that was not stored.
+            return match flags {
+                0 => self.push(key, None),
+                _ => Ok(()),
+            };
         }
         if self.is_latest_on_disk(&header, key, stored) {
             self.disk.counters.add_duplicate();

@@ -180,12 +180,36 @@ impl BlobCache {
             return;
         }
         self.calls.sets.incr();
-        if key.len() > self.max_key_size
-            || value.is_empty()
-            || self.cache.insert(key, value.to_vec()).is_err()
-        {
+        let stored = key.len() <= self.max_key_size
+            && !value.is_empty()
+            && value.len() as u64 <= self.max_value_size()
+            && copy(value).is_some_and(|value| self.cache.insert(key, value).is_ok());
+        if !stored {
             self.calls.sets_dropped.incr();
         }
+    }
+
+    /// Counts a `set` refused from its sizes alone, before its bytes were read: a C caller's
+    /// key or value larger than [`max_key_size`](Self::max_key_size) or
+    /// [`max_value_size`](Self::max_value_size) (up to `LONG_MAX` bytes declared).
+    pub fn set_refused(&self) {
+        if control::is_disabled(CacheKinds::IMPLICIT_DRIVER_MANAGED) {
+            self.calls.calls_while_disabled.incr();
+            return;
+        }
+        self.calls.sets.incr();
+        self.calls.sets_dropped.incr();
+    }
+
+    /// The largest value `set` stores: [`CacheBuilder::max_value_size`] (4 MiB by default),
+    /// or less when the cache's disk segments are smaller ([`Cache::max_value_size`]).
+    pub fn max_value_size(&self) -> u64 {
+        self.cache.max_value_size()
+    }
+
+    /// The longest key `set` stores and `get` looks up.
+    pub fn max_key_size(&self) -> usize {
+        self.max_key_size
     }
 
     /// The size of the value for `key` (0 on a miss), copied into `buf` only if it fits.
@@ -305,6 +329,15 @@ impl Drop for BlobCache {
     }
 }
 
+/// A copy of `value`, or `None` when the memory for it cannot be had (a driver's `set` must
+/// not abort the process).
+fn copy(value: &[u8]) -> Option<Vec<u8>> {
+    let mut copy = Vec::new();
+    copy.try_reserve_exact(value.len()).ok()?;
+    copy.extend_from_slice(value);
+    Some(copy)
+}
+
 /// The process-global cache behind [`set`] and [`get`].
 static GLOBAL: RwLock<Option<Arc<BlobCache>>> = RwLock::new(None);
 
@@ -354,6 +387,12 @@ pub fn flush() -> Result<()> {
 
 fn global() -> Option<Arc<BlobCache>> {
     GLOBAL.read().clone()
+}
+
+/// The process-global cache, if one is configured (for a caller that checks sizes against
+/// its limits before handing over bytes, as the C library does).
+pub fn current() -> Option<Arc<BlobCache>> {
+    global()
 }
 
 /// [`BlobCache::set`] on the process-global cache; ignored when none is configured.

@@ -192,3 +192,26 @@ fn a_directory_does_not_raise_the_value_limit() {
     assert_eq!(c.get(b"key", &mut buf), 5, "the old value is kept");
     assert_eq!(c.stats().sets_dropped, 1);
 }
+
+#[test]
+fn sets_over_the_value_limit_are_dropped_from_their_size() {
+    let dir = tempfile::tempdir().unwrap();
+    // 64 KiB on disk: segments of 8 KiB lower the 4 MiB default.
+    let c = BlobCache::new(
+        BlobCacheConfig::default().cache(|c| c.directory(dir.path()).max_disk_bytes(64 << 10)),
+    )
+    .unwrap();
+    let limit = c.max_value_size();
+    assert!(limit < 8 << 10, "{limit}");
+    c.set(b"k", &vec![1u8; limit as usize + 1]);
+    c.set_refused();
+    let s = c.stats();
+    assert_eq!((s.sets, s.sets_dropped), (2, 2));
+    assert_eq!(c.get(b"k", &mut []), 0);
+    assert_eq!(
+        BlobCache::new(BlobCacheConfig::default())
+            .unwrap()
+            .max_value_size(),
+        4 << 20
+    );
+}

@@ -374,15 +374,23 @@ impl Session {
             .cache
             .insert_with(key, value, InsertMode::NEW_ONLY)
         {
-            // In a memory cache a value too large for the whole budget is simply "full".
-            Err(Error::ValueTooLarge { .. }) if self.cache.mode == CacheMode::Memory => {
-                Err(Error::CacheFull {
-                    needed: size,
-                    available: 0,
-                })
-            }
+            // D3D12 has no "too large": a value over the limit does not fit, so it is "full".
+            Err(Error::ValueTooLarge { .. }) => Err(Error::CacheFull {
+                needed: size,
+                available: 0,
+            }),
             other => other,
         }
+    }
+
+    /// The largest value [`store`](Self::store) accepts; a larger one is `CacheFull`. A
+    /// memory cache: what fits in `max_in_memory_bytes` with one entry's overhead
+    /// ([`crate::ENTRY_OVERHEAD`]) and its key. A disk cache: what one segment of its
+    /// files holds (an eighth of `max_value_file_bytes`, at least 64 KiB in all, less
+    /// record headers and the key). A value under the limit is still `CacheFull` when the
+    /// cache has no room left for it.
+    pub fn max_value_size(&self) -> u64 {
+        self.cache.cache.max_value_size()
     }
 
     /// Writes pending stores of a disk cache to its files.

@@ -305,6 +305,63 @@ fn a_full_value_file_is_cache_full() {
 }
 
 #[test]
+fn stores_not_yet_written_count_against_the_value_file() {
+    let root = tempfile::tempdir().unwrap();
+    let reg = SessionRegistry::with_root(root.path());
+    let desc = disk(2)
+        .max_value_file_bytes(64 << 10)
+        .max_in_memory_bytes(16 << 20);
+    let s = reg.open(desc.clone()).unwrap();
+    // Another holder of the directory lock keeps the writer from writing anything yet.
+    let lock = std::fs::File::open(s.directory().unwrap().join("lock")).unwrap();
+    lock.lock().unwrap();
+    let mut stored = Vec::new();
+    let mut full = 0;
+    for i in 0..1000u32 {
+        match s.store(&i.to_le_bytes(), vec![i as u8; 1000]) {
+            Ok(()) => stored.push(i),
+            Err(Error::CacheFull { .. }) => full += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    lock.unlock().unwrap();
+    drop(s);
+    assert!(full > 0, "a 64 KiB value file cannot take 1 MB");
+    let s = reg.open(desc).unwrap();
+    let lost: Vec<u32> = stored
+        .iter()
+        .copied()
+        .filter(|i| s.find(&i.to_le_bytes()).is_err())
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{} of {} stores reported success and were lost",
+        lost.len(),
+        stored.len()
+    );
+    assert_eq!(s.stats().disk.unwrap().evicted_segments, 0);
+}
+
+#[test]
+fn a_value_over_the_limit_is_cache_full_in_both_modes() {
+    let root = tempfile::tempdir().unwrap();
+    let reg = SessionRegistry::with_root(root.path());
+    for desc in [disk(3).max_value_file_bytes(1 << 20), roomy(4)] {
+        let s = reg.open(desc).unwrap();
+        let limit = s.max_value_size();
+        assert!(limit > 0 && limit < 1 << 20, "{limit}");
+        let over = usize::try_from(limit).unwrap() + 1;
+        assert!(matches!(
+            s.store(b"big", vec![1u8; over]),
+            Err(Error::CacheFull { .. })
+        ));
+        s.store(b"fits", vec![1u8; usize::try_from(limit).unwrap() - 8])
+            .unwrap();
+        assert_eq!(s.find_size(b"fits").unwrap() as u64, limit - 8);
+    }
+}
+
+#[test]
 fn driver_versioned_disk_caches_are_kept_per_driver() {
     let root = tempfile::tempdir().unwrap();
     let desc = disk(1).flags(SessionFlags::DRIVER_VERSIONED);

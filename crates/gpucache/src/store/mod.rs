@@ -391,6 +391,26 @@ impl Store {
         result
     }
 
+    /// [`insert_with`](Self::insert_with) if `admit`, called under the shard's lock, says
+    /// so (the cache checks there that no newer write of the key came first); `Ok(false)`
+    /// when not admitted.
+    pub(crate) fn insert_if(
+        &self,
+        key: &[u8],
+        value: Bytes,
+        mode: InsertMode,
+        admit: impl FnOnce() -> bool,
+    ) -> Result<bool> {
+        let hash = self.hasher.hash_key(key);
+        let mut shard = self.shard(hash).write();
+        if !admit() {
+            return Ok(false);
+        }
+        let result = shard.insert(hash, key, value, mode);
+        self.report_evictions(shard);
+        result.map(|()| true)
+    }
+
     /// Hands what `shard` evicted to the listener, after releasing the lock.
     #[inline]
     fn report_evictions(&self, mut shard: RwLockWriteGuard<'_, Shard>) {

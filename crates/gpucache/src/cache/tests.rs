@@ -1,0 +1,308 @@
+//! The windows between memory and the lower tiers: a value evicted before it is written, a
+//! store the queue had no room for, and reads from below racing a removal, a clear or a
+//! store (the write-behind thread and the tier reads are held deterministically).
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex};
+
+use super::*;
+use crate::tier::{PreloadSink, WriteContext, WriteOp};
+
+/// Stops the first call that passes it until the test releases it.
+#[derive(Debug, Default)]
+struct Gate {
+    armed: AtomicBool,
+    entered: (Mutex<bool>, Condvar),
+    released: (Mutex<bool>, Condvar),
+}
+
+impl Gate {
+    fn arm(&self) {
+        self.armed.store(true, Ordering::Release);
+    }
+
+    fn pass(&self) {
+        if !self.armed.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        *self.entered.0.lock() = true;
+        self.entered.1.notify_all();
+        let mut released = self.released.0.lock();
+        while !*released {
+            self.released.1.wait(&mut released);
+        }
+    }
+
+    fn wait_entered(&self) {
+        let mut entered = self.entered.0.lock();
+        while !*entered {
+            self.entered.1.wait(&mut entered);
+        }
+    }
+
+    fn release(&self) {
+        *self.released.0.lock() = true;
+        self.released.1.notify_all();
+    }
+}
+
+/// A map tier whose reads and preload can be held at a gate.
+#[derive(Debug, Default)]
+struct GateTier {
+    map: Mutex<HashMap<Vec<u8>, Bytes>>,
+    read_gate: Gate,
+    preload_gate: Gate,
+}
+
+impl Tier for GateTier {
+    fn name(&self) -> &str {
+        "gate"
+    }
+
+    fn read(&self, key: &[u8]) -> Lookup {
+        let found = self.map.lock().get(key).cloned();
+        // The value is read; the caller has not installed it yet.
+        self.read_gate.pass();
+        found.map_or(Lookup::Miss, Lookup::Hit)
+    }
+
+    fn write(&self, ops: &[WriteOp<'_>], _ctx: &WriteContext<'_>) -> io::Result<()> {
+        let mut map = self.map.lock();
+        for op in ops {
+            match op {
+                WriteOp::Put { key, value } => map.insert(key.to_vec(), Bytes::clone(value)),
+                WriteOp::Remove { key } => map.remove(&key[..]),
+            };
+        }
+        Ok(())
+    }
+
+    fn clear(&self) -> io::Result<()> {
+        self.map.lock().clear();
+        Ok(())
+    }
+
+    fn preload(&self, sink: &mut PreloadSink<'_>) {
+        let entries: Vec<(Vec<u8>, Bytes)> = self
+            .map
+            .lock()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        self.preload_gate.pass();
+        for (k, v) in entries {
+            if !sink(&k, &v) {
+                return;
+            }
+        }
+    }
+
+    fn stats(&self) -> TierStats {
+        TierStats::new("gate")
+    }
+}
+
+fn gate_tier(entries: &[(&[u8], &[u8])]) -> Arc<GateTier> {
+    let tier = GateTier::default();
+    for (k, v) in entries {
+        tier.map
+            .lock()
+            .insert(k.to_vec(), Bytes::copy_from_slice(v));
+    }
+    Arc::new(tier)
+}
+
+fn disk_cache(dir: &Path) -> CacheBuilder {
+    Cache::builder().directory(dir).preload(false)
+}
+
+/// Holds the directory lock, as another process's writer would: this cache's write-behind
+/// thread waits for it before writing anything.
+fn hold_dir_lock(dir: &Path) -> std::fs::File {
+    let lock = std::fs::File::open(dir.join("lock")).unwrap();
+    lock.lock().unwrap();
+    lock
+}
+
+#[test]
+fn a_value_evicted_before_it_is_written_is_not_served_from_an_older_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = disk_cache(dir.path()).open().unwrap();
+    cache.insert(b"k", b"old".to_vec()).unwrap();
+    cache.flush().unwrap();
+    let lock = hold_dir_lock(dir.path());
+    cache.insert(b"k", b"new".to_vec()).unwrap();
+    cache.trim(MemoryPressure::Critical);
+    assert!(!cache.memory().contains(b"k"));
+    assert_eq!(cache.get(b"k").as_deref(), Some(&b"new"[..]));
+    drop(lock);
+    cache.flush().unwrap();
+    assert_eq!(cache.pending.len(), 0, "written stores are forgotten");
+    cache.trim(MemoryPressure::Critical);
+    assert_eq!(cache.get(b"k").as_deref(), Some(&b"new"[..]));
+}
+
+#[test]
+fn a_removal_not_yet_written_hides_the_older_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = disk_cache(dir.path()).open().unwrap();
+    cache.insert(b"k", b"old".to_vec()).unwrap();
+    cache.flush().unwrap();
+    let lock = hold_dir_lock(dir.path());
+    assert!(cache.remove(b"k"));
+    assert_eq!(cache.get(b"k"), None);
+    drop(lock);
+    cache.flush().unwrap();
+    assert_eq!(cache.get(b"k"), None);
+}
+
+#[test]
+fn a_store_the_queue_had_no_room_for_leaves_a_tombstone() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = || {
+        disk_cache(dir.path())
+            .write_queue_bytes(4096)
+            .open()
+            .unwrap()
+    };
+    let cache = open();
+    cache.insert(b"k", b"old".to_vec()).unwrap();
+    cache.flush().unwrap();
+    let lock = hold_dir_lock(dir.path());
+    let mut i = 0u32;
+    while cache.stats().write_queue_dropped == 0 {
+        cache.insert(&i.to_le_bytes(), vec![1u8; 1000]).unwrap();
+        i += 1;
+    }
+    cache.insert(b"k", vec![2u8; 2000]).unwrap();
+    assert_eq!(cache.stats().write_queue_dropped, 2);
+    cache.trim(MemoryPressure::Critical);
+    assert_eq!(cache.get(b"k"), None, "the older value must not answer");
+    drop(lock);
+    cache.flush().unwrap();
+    assert_eq!(cache.get(b"k"), None);
+    drop(cache);
+    // The removal queued in the store's place reached the disk.
+    assert_eq!(open().get(b"k"), None);
+}
+
+#[test]
+fn a_lookup_racing_a_removal_does_not_bring_the_value_back() {
+    let tier = gate_tier(&[(b"k", b"old")]);
+    let cache = Cache::builder()
+        .tier(tier.clone())
+        .preload(false)
+        .open()
+        .unwrap();
+    tier.read_gate.arm();
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(|| cache.get(b"k"));
+        tier.read_gate.wait_entered();
+        assert!(!cache.remove(b"k"));
+        cache.flush().unwrap();
+        tier.read_gate.release();
+        // The racing lookup may answer with the value it read: it began before the removal.
+        let _ = reader.join().unwrap();
+    });
+    assert_eq!(cache.get(b"k"), None, "removed, yet back in memory");
+}
+
+#[test]
+fn a_lookup_racing_a_clear_does_not_bring_the_value_back() {
+    let tier = gate_tier(&[(b"k", b"old")]);
+    let cache = Cache::builder()
+        .tier(tier.clone())
+        .preload(false)
+        .open()
+        .unwrap();
+    tier.read_gate.arm();
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(|| cache.get(b"k"));
+        tier.read_gate.wait_entered();
+        cache.clear().unwrap();
+        tier.read_gate.release();
+        let _ = reader.join().unwrap();
+    });
+    assert_eq!(cache.get(b"k"), None, "cleared, yet back in memory");
+}
+
+#[test]
+fn a_lookup_racing_a_store_keeps_the_newer_value() {
+    let tier = gate_tier(&[(b"k", b"old")]);
+    let cache = Cache::builder()
+        .tier(tier.clone())
+        .preload(false)
+        .open()
+        .unwrap();
+    tier.read_gate.arm();
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(|| cache.get(b"k"));
+        tier.read_gate.wait_entered();
+        cache.insert(b"k", b"new".to_vec()).unwrap();
+        cache.flush().unwrap();
+        cache.trim(MemoryPressure::Critical);
+        tier.read_gate.release();
+        let _ = reader.join().unwrap();
+    });
+    assert_eq!(cache.get(b"k").as_deref(), Some(&b"new"[..]));
+}
+
+#[test]
+fn the_preload_does_not_install_keys_written_since_it_began() {
+    let tier = gate_tier(&[(b"removed", b"old"), (b"stored", b"old"), (b"kept", b"v")]);
+    tier.preload_gate.arm();
+    let cache = Cache::builder().tier(tier.clone()).open().unwrap();
+    tier.preload_gate.wait_entered();
+    cache.remove(b"removed");
+    cache.insert(b"stored", b"new".to_vec()).unwrap();
+    cache.flush().unwrap();
+    cache.trim(MemoryPressure::Critical);
+    tier.preload_gate.release();
+    cache.wait_for_preload();
+    assert!(cache.memory().contains(b"kept"), "other keys are preloaded");
+    assert_eq!(cache.get(b"removed"), None);
+    assert_eq!(cache.get(b"stored").as_deref(), Some(&b"new"[..]));
+    assert_eq!(cache.stats().preloaded, 1);
+}
+
+#[test]
+fn new_only_sees_a_store_not_yet_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = disk_cache(dir.path()).open().unwrap();
+    let lock = hold_dir_lock(dir.path());
+    cache
+        .insert_with(b"k", b"v".to_vec(), InsertMode::NEW_ONLY)
+        .unwrap();
+    cache.trim(MemoryPressure::Critical);
+    assert!(matches!(
+        cache.insert_with(b"k", b"w".to_vec(), InsertMode::NEW_ONLY),
+        Err(Error::AlreadyExists(_))
+    ));
+    drop(lock);
+    cache.flush().unwrap();
+    assert_eq!(cache.get(b"k").as_deref(), Some(&b"v"[..]));
+}
+
+#[test]
+fn a_value_too_large_for_a_disk_segment_is_refused_and_the_old_one_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = disk_cache(dir.path())
+        .max_disk_bytes(64 << 10)
+        .open()
+        .unwrap();
+    let limit = cache.max_value_size();
+    assert!(limit < 8 << 10, "{limit}");
+    cache.insert(b"k", b"old".to_vec()).unwrap();
+    let over = usize::try_from(limit).unwrap() + 1;
+    assert!(matches!(
+        cache.insert(b"k", vec![0u8; over]),
+        Err(Error::ValueTooLarge { .. })
+    ));
+    cache.flush().unwrap();
+    cache.trim(MemoryPressure::Critical);
+    assert_eq!(cache.get(b"k").as_deref(), Some(&b"old"[..]));
+}
