@@ -33,11 +33,23 @@ static gpucache_egl_config config(const char *dir) {
     return cfg;
 }
 
+/* Value `i`: incompressible bytes (the disk tier compresses, and a value of one repeated
+ * byte would never fill the file system). */
+static void fill_value(int i) {
+    uint32_t x = 2463534242u ^ (uint32_t)i * 2654435761u;
+    for (size_t j = 0; j < sizeof value; j++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        value[j] = (uint8_t)x;
+    }
+}
+
 /* Stores `n` values and flushes: the flush must fail and the stats say why; memory serves. */
 static void stores_are_reported(int n) {
     for (int i = 0; i < n; i++) {
         uint32_t key = (uint32_t)i;
-        memset(value, (int)(i & 0xff), sizeof value);
+        fill_value(i);
         gpucache_egl_set(&key, sizeof key, value, sizeof value);
     }
     CHECK(gpucache_egl_flush() == GPUCACHE_ERROR_IO);
@@ -47,7 +59,8 @@ static void stores_are_reported(int n) {
     for (int i = 0; i < n; i++) {
         uint32_t key = (uint32_t)i;
         CHECK(gpucache_egl_get(&key, sizeof key, buf, sizeof buf) == (EGLsizeiANDROID)sizeof value);
-        CHECK(buf[0] == (uint8_t)(i & 0xff));
+        fill_value(i);
+        CHECK(memcmp(buf, value, sizeof value) == 0);
     }
     printf("disk_errors=%llu\n", (unsigned long long)st.disk_errors);
 }
