@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{artifact_dir, cc, crate_dir, output, run, scratch};
+use common::{artifact_dir, cc, crate_dir, output, run, sanitized, scratch, STRICT_SANITIZED};
 
 const PROGRAM: &str = r#"
 #include <gpucache.h>
@@ -30,8 +30,10 @@ fn build_and_run(lib_dir: &Path, include: &Path, name: &str) {
     let src = dir.join("by_soname.c");
     std::fs::write(&src, PROGRAM).unwrap();
     let exe = dir.join("by_soname");
+    // Sanitized like every C test: under scripts/sanitize the library itself is instrumented
+    // and needs the AddressSanitizer runtime from the program.
     run(cc()
-        .args(["-std=c11", "-Wall", "-Werror"])
+        .args(STRICT_SANITIZED)
         .arg("-I")
         .arg(include)
         .arg(&src)
@@ -51,7 +53,7 @@ fn build_and_run(lib_dir: &Path, include: &Path, name: &str) {
         }
     }
     let out = output(
-        Command::new(&exe)
+        sanitized(&exe)
             .env("LD_LIBRARY_PATH", lib_dir)
             .env_remove("LD_PRELOAD"),
     );

@@ -45,8 +45,11 @@ static void fill_value(int i) {
     }
 }
 
-/* Stores `n` values and flushes: the flush must fail and the stats say why; memory serves. */
-static void stores_are_reported(int n) {
+/* Stores `n` values and flushes: the flush must fail and the stats say why; memory serves.
+ * A read-only directory stays unavailable; a full file system can still take a small write
+ * (a removal record in the last block's slack) after the failed stores, and `available` follows
+ * the last write, so there only the failed flush and the error count are certain. */
+static void stores_are_reported(int n, int stays_unavailable) {
     for (int i = 0; i < n; i++) {
         uint32_t key = (uint32_t)i;
         fill_value(i);
@@ -54,7 +57,7 @@ static void stores_are_reported(int n) {
     }
     CHECK(gpucache_egl_flush() == GPUCACHE_ERROR_IO);
     struct gpucache_egl_stats st = stats();
-    CHECK(st.disk_available == 0);
+    CHECK(!stays_unavailable || st.disk_available == 0);
     CHECK(st.disk_errors > 0);
     for (int i = 0; i < n; i++) {
         uint32_t key = (uint32_t)i;
@@ -105,12 +108,12 @@ int main(int argc, char **argv) {
     } else if (strcmp(mode, "readonly") == 0) {
         CHECK_CODE(gpucache_egl_configure(&cfg), GPUCACHE_OK);
         CHECK(stats().disk_available == 0);
-        stores_are_reported(50);
+        stores_are_reported(50, 1);
     } else if (strcmp(mode, "full") == 0) {
         cfg.max_memory_bytes = 64ull << 20;
         CHECK_CODE(gpucache_egl_configure(&cfg), GPUCACHE_OK);
         CHECK(stats().disk_available == 1);
-        stores_are_reported(1000);
+        stores_are_reported(1000, 0);
     } else {
         CHECK(!"unknown mode");
     }
