@@ -30,16 +30,21 @@ pub(super) struct Climber {
     hits: u64,
     misses: u64,
     previous_rate: Option<f64>,
+    /// Whether the last adjustment changed the share.
+    moved: bool,
 }
 
 impl Default for Climber {
     fn default() -> Self {
         Self {
             share: INITIAL_SHARE,
-            step: STEP,
+            // Shrinking first: from 1% a full step down reaches the frequency-only end,
+            // which loops and scans want; a falling hit rate turns the climb upwards.
+            step: -STEP,
             hits: 0,
             misses: 0,
             previous_rate: None,
+            moved: false,
         }
     }
 }
@@ -50,15 +55,11 @@ impl Climber {
         self.share
     }
 
-    /// Records `n` hits.
-    pub(super) fn hit(&mut self, n: u64) {
-        self.hits += n;
-    }
-
-    /// Records a miss (an insertion); at the end of a sample of `sample` requests, adjusts
-    /// the share.
-    pub(super) fn miss(&mut self, sample: u64) {
-        self.misses += 1;
+    /// Records `hits` hits and `misses` misses; at the end of a sample of `sample` requests,
+    /// adjusts the share.
+    pub(super) fn record(&mut self, hits: u64, misses: u64, sample: u64) {
+        self.hits += hits;
+        self.misses += misses;
         if self.hits + self.misses >= sample.max(64) {
             self.adjust();
         }
@@ -74,7 +75,11 @@ impl Climber {
             return;
         };
         let change = rate - previous;
-        if change < 0.0 {
+        // A fall reverses the direction only if the last step moved the share (at a bound
+        // the share stands still, so its hit rate moves only by noise; reversing on noise
+        // there would walk the share away from the bound), or if the fall is large (the
+        // workload changed: explore the other way).
+        if change < 0.0 && (self.moved || change <= -RESTART) {
             self.step = -self.step;
         }
         if change.abs() >= RESTART {
@@ -86,10 +91,11 @@ impl Climber {
     }
 
     fn move_share(&mut self) {
-        if self.step.abs() < MIN_STEP {
-            return;
+        let before = self.share;
+        if self.step.abs() >= MIN_STEP {
+            self.share = (self.share + self.step).clamp(MIN_SHARE, MAX_SHARE);
         }
-        self.share = (self.share + self.step).clamp(MIN_SHARE, MAX_SHARE);
+        self.moved = self.share != before;
     }
 
     #[cfg(any(test, fuzzing))]
@@ -107,12 +113,12 @@ mod tests {
     use super::*;
 
     /// Feeds samples whose hit rate `rate_at(share)` depends on the share.
-    fn climb(c: &mut Climber, samples: usize, rate_at: impl Fn(f64) -> f64) {
+    fn climb(c: &mut Climber, samples: usize, mut rate_at: impl FnMut(f64) -> f64) {
         for _ in 0..samples {
             let hits = (rate_at(c.share()) * 1000.0).round() as u64;
-            c.hit(hits);
+            c.record(hits, 0, 1000);
             for _ in 0..1000 - hits {
-                c.miss(1000);
+                c.record(0, 1, 1000);
             }
             c.validate();
         }
@@ -143,5 +149,17 @@ mod tests {
         assert!(c.share() <= MAX_SHARE);
         climb(&mut c, 400, |s| 1.0 - s);
         assert!(c.share() >= MIN_SHARE);
+    }
+
+    #[test]
+    fn noise_at_a_bound_does_not_walk_the_share_away() {
+        let mut c = Climber::default();
+        // Best at zero, with noise of +-2 points alternating.
+        let mut flip = false;
+        climb(&mut c, 300, |s| {
+            flip = !flip;
+            0.5 - s + if flip { 0.02 } else { -0.02 }
+        });
+        assert!(c.share() < 0.01, "{}", c.share());
     }
 }

@@ -82,6 +82,12 @@ pub struct TinyLfu {
     /// Set by the first eviction: until then the cache is filling, and entries leaving the
     /// window go straight to probation without a contest.
     full: bool,
+    /// Hit accounting for the climber: hits folded so far, and at the last probe the
+    /// folded hits plus the pending ones then, and the misses since.
+    folded: u64,
+    counted_at_probe: u64,
+    misses_since_probe: u64,
+    pub dbg: [u64; 6],
 }
 
 impl TinyLfu {
@@ -107,7 +113,7 @@ impl TinyLfu {
         }
         self.sketch
             .increment(self.meta[id as usize].key_hash, u64::from(hits));
-        self.climber.hit(u64::from(hits));
+        self.folded += u64::from(hits);
         true
     }
 
@@ -155,8 +161,32 @@ impl TinyLfu {
         }
     }
 
-    /// Stops tracking `id` (unlinks it and takes its weight off its queue).
+    /// Counts a miss; every so many misses counts the hits since the last probe exactly
+    /// (folded plus still pending: a scan of the pending counts, cheap against the misses
+    /// between probes) and hands both to the climber. Hits alone cannot drive the count:
+    /// they arrive under a shared lock.
+    fn count_miss(&mut self) {
+        self.misses_since_probe += 1;
+        let len = self.len() as u64;
+        if self.misses_since_probe < (len / 8).max(16) {
+            return;
+        }
+        let pending: u64 = self
+            .pending
+            .iter()
+            .map(|p| u64::from(p.load(Ordering::Relaxed)))
+            .sum();
+        let counted = self.folded + pending;
+        let hits = counted.saturating_sub(self.counted_at_probe);
+        self.counted_at_probe = counted;
+        let misses = std::mem::take(&mut self.misses_since_probe);
+        self.climber.record(hits, misses, 10 * len);
+    }
+
+    /// Stops tracking `id` (unlinks it and takes its weight off its queue); its pending hits
+    /// are folded, so that a free id has none.
     fn untrack(&mut self, id: EntryId) {
+        self.fold(id);
         let m = self.meta[id as usize];
         self.queues[m.place as usize].unlink(&mut self.links, id);
         self.weights[m.place as usize] -= m.weight;
@@ -224,7 +254,7 @@ impl EvictionPolicy for TinyLfu {
             self.meta.resize(slot + 1, Meta::default());
             self.pending.resize_with(slot + 1, AtomicU8::default);
         }
-        *self.pending[slot].get_mut() = 0;
+        debug_assert_eq!(*self.pending[slot].get_mut(), 0, "free ids have no pending hits");
         self.meta[slot] = Meta {
             key_hash,
             weight,
@@ -251,7 +281,7 @@ impl EvictionPolicy for TinyLfu {
             }
         }
         self.sketch.increment(key_hash, 1);
-        self.climber.miss(10 * self.len() as u64);
+        self.count_miss();
         self.rebalance();
     }
 
@@ -312,9 +342,11 @@ impl EvictionPolicy for TinyLfu {
                 (Some(c), Some(v)) => {
                     self.fold(c);
                     if self.admits(c, v) {
+                        self.dbg[0] += 1;
                         self.relocate(c, Place::Probation);
                         v
                     } else {
+                        self.dbg[1] += 1;
                         c
                     }
                 }
@@ -324,7 +356,7 @@ impl EvictionPolicy for TinyLfu {
                     self.relocate(c, Place::Probation);
                     continue;
                 }
-                (None, Some(v)) => v,
+                (None, Some(v)) => { self.dbg[2] += 1; v },
                 // Only the window holds entries (its share may be zero while tiny).
                 (None, None) => self.settle_front(Place::Window)?,
             };

@@ -34,6 +34,7 @@ fn loop_just_over_capacity_keeps_most_of_it() {
     let mut p = TinyLfu::default();
     let keys: Vec<u64> = (0..40_000).map(|i| i % 210).collect();
     let hits = replay(&mut p, &keys, 200);
+    eprintln!("hits {hits} dbg {:?} share {}", p.dbg, p.window_share());
     // Belady keeps about 200 of 210 per pass; LRU would hit nothing.
     assert!(hits > 34_000, "{hits}");
 }
@@ -166,4 +167,15 @@ fn heap_bytes_grow_with_entries() {
     assert!((33.0..80.0).contains(&per_entry), "{per_entry}");
     p.clear();
     assert_eq!(p.heap_bytes(), 0);
+}
+
+#[test]
+fn zz_debug_loops() {
+    for (cap, factor) in [(100usize, 1.05f64), (1000, 1.05), (1000, 2.0), (1000, 1.2)] {
+        let len = (cap as f64 * factor) as u64;
+        let keys: Vec<u64> = (0..100_000u64).map(|i| i % len).collect();
+        let mut p = TinyLfu::default();
+        let hits = replay(&mut p, &keys, cap);
+        eprintln!("cap {cap} x{factor}: hits {:.3} dbg {:?} share {}", hits as f64 / 1e5, p.dbg, p.window_share());
+    }
 }
