@@ -18,6 +18,10 @@ const STEP: f64 = 0.0625;
 const STEP_DECAY: f64 = 0.98;
 /// A change of hit rate at least this large restarts the climb with a full step.
 const RESTART: f64 = 0.05;
+/// Requests per sample at least, whatever the cache size: a hit rate measured over fewer
+/// varies by more than the changes the climber looks for (over 1,000 requests about 1.6
+/// points), and the share would walk at random.
+const MIN_SAMPLE: u64 = 10_000;
 /// Below this the step no longer moves the share meaningfully; it rests until a restart.
 const MIN_STEP: f64 = 0.0005;
 
@@ -60,7 +64,7 @@ impl Climber {
     pub(super) fn record(&mut self, hits: u64, misses: u64, sample: u64) {
         self.hits += hits;
         self.misses += misses;
-        if self.hits + self.misses >= sample.max(64) {
+        if self.hits + self.misses >= sample.max(MIN_SAMPLE) {
             self.adjust();
         }
     }
@@ -115,10 +119,10 @@ mod tests {
     /// Feeds samples whose hit rate `rate_at(share)` depends on the share.
     fn climb(c: &mut Climber, samples: usize, mut rate_at: impl FnMut(f64) -> f64) {
         for _ in 0..samples {
-            let hits = (rate_at(c.share()) * 1000.0).round() as u64;
-            c.record(hits, 0, 1000);
-            for _ in 0..1000 - hits {
-                c.record(0, 1, 1000);
+            let hits = (rate_at(c.share()) * MIN_SAMPLE as f64).round() as u64;
+            c.record(hits, 0, MIN_SAMPLE);
+            for _ in 0..MIN_SAMPLE - hits {
+                c.record(0, 1, MIN_SAMPLE);
             }
             c.validate();
         }

@@ -39,6 +39,11 @@ use sketch::Sketch;
 const MAX_PENDING: u8 = 15;
 /// Protected's share of the main space, in percent.
 const PROTECTED_PERCENT: u64 = 80;
+/// A candidate must be estimated this many accesses above the victim to displace it (per
+/// byte). Estimates of keys requested equally often differ by one depending on where the
+/// last halving fell between their accesses; without the margin a loop just larger than
+/// the cache would trade resident keys for candidates on that noise, losing a hit each time.
+const ADMIT_MARGIN: u64 = 1;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 enum Place {
@@ -193,15 +198,15 @@ impl TinyLfu {
     }
 
     /// Whether the candidate should displace the victim: the one with more estimated
-    /// accesses per byte stays. Ties keep the victim, which is already in main; that is
-    /// what keeps a loop's resident part stable.
+    /// accesses per byte stays, and near-ties (within [`ADMIT_MARGIN`]) keep the victim,
+    /// which is already in main; that is what keeps a loop's resident part stable.
     fn admits(&self, candidate: EntryId, victim: EntryId) -> bool {
         let (c, v) = (self.meta[candidate as usize], self.meta[victim as usize]);
         let (fc, fv) = (
             self.sketch.estimate(c.key_hash),
             self.sketch.estimate(v.key_hash),
         );
-        u128::from(fc) * u128::from(v.weight.max(1)) > u128::from(fv) * u128::from(c.weight.max(1))
+        u128::from(fc) * u128::from(v.weight.max(1)) > u128::from(fv + ADMIT_MARGIN) * u128::from(c.weight.max(1))
     }
 
     /// The window's current share of the tracked weight (tests and tools).

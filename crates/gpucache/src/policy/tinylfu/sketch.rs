@@ -3,7 +3,9 @@
 //! Each key has one counter in each of four rows; its estimate is the least of the four, so
 //! collisions can only raise it. All rows share one table of `u64` words, 16 counters a word.
 //! After `sample` recorded increments every counter is halved, so old popularity fades and a
-//! change of working set is followed within a few samples.
+//! change of working set is followed within a few samples. The table has two words (32
+//! counters) per key it is sized for, so that a universe several times larger than the
+//! cache still collides little.
 
 /// Counters saturate here (4 bits).
 const MAX_COUNT: u64 = 15;
@@ -33,13 +35,14 @@ impl Sketch {
     /// the sketch grows with the cache without knowing its budget; returns whether it did.
     /// Resizing doubles, so it happens O(log n) times.
     pub(super) fn ensure_capacity(&mut self, keys: usize) -> bool {
-        let want = keys.max(64).next_power_of_two();
+        let keys = keys.max(64).next_power_of_two();
+        let want = 2 * keys;
         if self.table.len() >= want {
             return false;
         }
         self.table = vec![0; want];
         self.size = 0;
-        self.sample = 10 * want as u64;
+        self.sample = 10 * keys as u64;
         true
     }
 
@@ -130,7 +133,7 @@ mod tests {
         s.increment(1, 3); // no table yet: nothing recorded
         assert_eq!(s.estimate(1), 0);
         s.ensure_capacity(10);
-        assert_eq!(s.words(), 64);
+        assert_eq!(s.words(), 128);
         s.increment(42, 5);
         assert_eq!(s.estimate(42), 5);
         s.increment(42, 100);
@@ -179,7 +182,7 @@ mod tests {
         s.ensure_capacity(100);
         assert_eq!(s.estimate(9), 4);
         s.ensure_capacity(1000);
-        assert_eq!(s.words(), 1024);
+        assert_eq!(s.words(), 2048);
         assert_eq!(s.estimate(9), 0);
     }
 }

@@ -179,3 +179,20 @@ fn zz_debug_loops() {
         eprintln!("cap {cap} x{factor}: hits {:.3} dbg {:?} share {}", hits as f64 / 1e5, p.dbg, p.window_share());
     }
 }
+
+#[test]
+fn zz_debug_zipf() {
+    let n = 1000usize;
+    let mut cdf = Vec::new();
+    let mut t = 0.0;
+    for r in 0..n { t += 1.0 / ((r + 1) as f64).powf(0.9); cdf.push(t); }
+    let mut x: u64 = 12345;
+    let keys: Vec<u64> = (0..200_000).map(|_| {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let u = (x >> 11) as f64 / (1u64 << 53) as f64 * t;
+        cdf.partition_point(|&c| c < u) as u64
+    }).collect();
+    let mut p = TinyLfu::default();
+    let hits = replay(&mut p, &keys, 100);
+    eprintln!("zipf@100: hits {:.4} dbg {:?} share {}", hits as f64 / 2e5, p.dbg, p.window_share());
+}
