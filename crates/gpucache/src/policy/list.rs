@@ -72,6 +72,12 @@ impl Queue {
         (self.head != NIL).then_some(self.head)
     }
 
+    /// The id after `id` (towards the back), which must be on this queue.
+    pub(crate) fn next(&self, links: &Links, id: EntryId) -> Option<EntryId> {
+        let next = links.nodes[id as usize].next;
+        (next != NIL).then_some(next)
+    }
+
     /// Calls `f` on every id, front to back.
     pub(crate) fn for_each(&self, links: &Links, mut f: impl FnMut(EntryId)) {
         let mut at = self.head;

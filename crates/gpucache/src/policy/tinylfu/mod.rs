@@ -44,6 +44,8 @@ const PROTECTED_PERCENT: u64 = 80;
 /// last halving fell between their accesses; without the margin a loop just larger than
 /// the cache would trade resident keys for candidates on that noise, losing a hit each time.
 const ADMIT_MARGIN: u64 = 1;
+/// The most probation entries one candidate is weighed against.
+const MAX_VICTIMS: usize = 16;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 enum Place {
@@ -92,7 +94,6 @@ pub struct TinyLfu {
     folded: u64,
     counted_at_probe: u64,
     misses_since_probe: u64,
-    pub dbg: [u64; 6],
 }
 
 impl TinyLfu {
@@ -197,16 +198,29 @@ impl TinyLfu {
         self.weights[m.place as usize] -= m.weight;
     }
 
-    /// Whether the candidate should displace the victim: the one with more estimated
-    /// accesses per byte stays, and near-ties (within [`ADMIT_MARGIN`]) keep the victim,
-    /// which is already in main; that is what keeps a loop's resident part stable.
+    /// Whether the candidate should displace the victim and, if it weighs more, the
+    /// probation entries behind the victim that it would also push out (at most
+    /// [`MAX_VICTIMS`]): it must be estimated more accesses than all of them together, plus
+    /// [`ADMIT_MARGIN`]. Near-ties keep the victims, which are already in main; that is what
+    /// keeps a loop's resident part stable. One large entry thus displaces many small ones
+    /// only when it is requested more than all of them.
     fn admits(&self, candidate: EntryId, victim: EntryId) -> bool {
-        let (c, v) = (self.meta[candidate as usize], self.meta[victim as usize]);
-        let (fc, fv) = (
-            self.sketch.estimate(c.key_hash),
-            self.sketch.estimate(v.key_hash),
-        );
-        u128::from(fc) * u128::from(v.weight.max(1)) > u128::from(fv + ADMIT_MARGIN) * u128::from(c.weight.max(1))
+        let c = self.meta[candidate as usize];
+        let fc = self.sketch.estimate(c.key_hash);
+        let probation = &self.queues[Place::Probation as usize];
+        let (mut weight, mut freq, mut at) = (0u64, 0u64, Some(victim));
+        for _ in 0..MAX_VICTIMS {
+            let Some(v) = at else { break };
+            let m = self.meta[v as usize];
+            let pending = u64::from(self.pending[v as usize].load(Ordering::Relaxed));
+            weight += m.weight;
+            freq += self.sketch.estimate(m.key_hash) + pending;
+            if weight >= c.weight || fc <= freq + ADMIT_MARGIN {
+                break;
+            }
+            at = probation.next(&self.links, v);
+        }
+        fc > freq + ADMIT_MARGIN
     }
 
     /// The window's current share of the tracked weight (tests and tools).
@@ -259,7 +273,11 @@ impl EvictionPolicy for TinyLfu {
             self.meta.resize(slot + 1, Meta::default());
             self.pending.resize_with(slot + 1, AtomicU8::default);
         }
-        debug_assert_eq!(*self.pending[slot].get_mut(), 0, "free ids have no pending hits");
+        debug_assert_eq!(
+            *self.pending[slot].get_mut(),
+            0,
+            "free ids have no pending hits"
+        );
         self.meta[slot] = Meta {
             key_hash,
             weight,
@@ -347,11 +365,9 @@ impl EvictionPolicy for TinyLfu {
                 (Some(c), Some(v)) => {
                     self.fold(c);
                     if self.admits(c, v) {
-                        self.dbg[0] += 1;
                         self.relocate(c, Place::Probation);
                         v
                     } else {
-                        self.dbg[1] += 1;
                         c
                     }
                 }
@@ -361,7 +377,7 @@ impl EvictionPolicy for TinyLfu {
                     self.relocate(c, Place::Probation);
                     continue;
                 }
-                (None, Some(v)) => { self.dbg[2] += 1; v },
+                (None, Some(v)) => v,
                 // Only the window holds entries (its share may be zero while tiny).
                 (None, None) => self.settle_front(Place::Window)?,
             };

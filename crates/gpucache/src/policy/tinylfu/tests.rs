@@ -34,9 +34,9 @@ fn loop_just_over_capacity_keeps_most_of_it() {
     let mut p = TinyLfu::default();
     let keys: Vec<u64> = (0..40_000).map(|i| i % 210).collect();
     let hits = replay(&mut p, &keys, 200);
-    eprintln!("hits {hits} dbg {:?} share {}", p.dbg, p.window_share());
-    // Belady keeps about 200 of 210 per pass; LRU would hit nothing.
-    assert!(hits > 34_000, "{hits}");
+    // Belady keeps about 200 of 210 per pass (95%); LRU would hit nothing.
+    assert!(hits > 36_500, "{hits}");
+    assert_eq!(p.window_share(), 0.0, "a loop wants no window");
 }
 
 #[test]
@@ -167,32 +167,4 @@ fn heap_bytes_grow_with_entries() {
     assert!((33.0..80.0).contains(&per_entry), "{per_entry}");
     p.clear();
     assert_eq!(p.heap_bytes(), 0);
-}
-
-#[test]
-fn zz_debug_loops() {
-    for (cap, factor) in [(100usize, 1.05f64), (1000, 1.05), (1000, 2.0), (1000, 1.2)] {
-        let len = (cap as f64 * factor) as u64;
-        let keys: Vec<u64> = (0..100_000u64).map(|i| i % len).collect();
-        let mut p = TinyLfu::default();
-        let hits = replay(&mut p, &keys, cap);
-        eprintln!("cap {cap} x{factor}: hits {:.3} dbg {:?} share {}", hits as f64 / 1e5, p.dbg, p.window_share());
-    }
-}
-
-#[test]
-fn zz_debug_zipf() {
-    let n = 1000usize;
-    let mut cdf = Vec::new();
-    let mut t = 0.0;
-    for r in 0..n { t += 1.0 / ((r + 1) as f64).powf(0.9); cdf.push(t); }
-    let mut x: u64 = 12345;
-    let keys: Vec<u64> = (0..200_000).map(|_| {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        let u = (x >> 11) as f64 / (1u64 << 53) as f64 * t;
-        cdf.partition_point(|&c| c < u) as u64
-    }).collect();
-    let mut p = TinyLfu::default();
-    let hits = replay(&mut p, &keys, 100);
-    eprintln!("zipf@100: hits {:.4} dbg {:?} share {}", hits as f64 / 2e5, p.dbg, p.window_share());
 }
