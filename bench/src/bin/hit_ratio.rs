@@ -99,6 +99,7 @@ fn main() {
     }
     println!();
     println!("Worst ratio of the default to the best peer: {worst:.3}");
+    println!("{}", policy_memory());
     println!("Traces: {}", trace_notes(requests, capacity));
     if failures.is_empty() {
         println!(
@@ -111,6 +112,22 @@ fn main() {
         }
         std::process::exit(1);
     }
+}
+
+/// W-TinyLFU's heap per tracked entry (metadata, links, pending hits, sketch) at a few sizes.
+fn policy_memory() -> String {
+    use gpucache::{EvictionPolicy, TinyLfu};
+    let cells: Vec<String> = [1_000u32, 10_000, 100_000]
+        .iter()
+        .map(|&n| {
+            let mut p = TinyLfu::default();
+            for id in 0..n {
+                p.insert(id, u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15), 1);
+            }
+            format!("{:.1} B at {n}", p.heap_bytes() as f64 / f64::from(n))
+        })
+        .collect();
+    format!("W-TinyLFU policy memory per entry: {}", cells.join(", "))
 }
 
 fn trace_notes(requests: usize, capacity: usize) -> String {
