@@ -60,23 +60,25 @@ impl Climber {
     }
 
     /// Records `hits` hits and `misses` misses; at the end of a sample of `sample` requests,
-    /// adjusts the share.
-    pub(super) fn record(&mut self, hits: u64, misses: u64, sample: u64) {
+    /// adjusts the share. Returns whether the hit rate just fell by [`RESTART`] or more (the
+    /// workload changed).
+    pub(super) fn record(&mut self, hits: u64, misses: u64, sample: u64) -> bool {
         self.hits += hits;
         self.misses += misses;
         if self.hits + self.misses >= sample.max(MIN_SAMPLE) {
-            self.adjust();
+            return self.adjust();
         }
+        false
     }
 
-    fn adjust(&mut self) {
+    fn adjust(&mut self) -> bool {
         let rate = self.hits as f64 / (self.hits + self.misses) as f64;
         self.hits = 0;
         self.misses = 0;
         let Some(previous) = self.previous_rate.replace(rate) else {
             // First sample: nothing to compare with; take the first step.
             self.move_share();
-            return;
+            return false;
         };
         let change = rate - previous;
         // A fall reverses the direction only if the last step moved the share (at a bound
@@ -92,6 +94,7 @@ impl Climber {
             self.step *= STEP_DECAY;
         }
         self.move_share();
+        change <= -RESTART
     }
 
     fn move_share(&mut self) {

@@ -186,7 +186,11 @@ impl TinyLfu {
         let hits = counted.saturating_sub(self.counted_at_probe);
         self.counted_at_probe = counted;
         let misses = std::mem::take(&mut self.misses_since_probe);
-        self.climber.record(hits, misses, 10 * len);
+        if self.climber.record(hits, misses, 10 * len) {
+            // The hit rate fell sharply: the workload changed, so age the old popularity
+            // now rather than over the next samples, letting the new keys win admission.
+            self.sketch.halve();
+        }
     }
 
     /// Stops tracking `id` (unlinks it and takes its weight off its queue); its pending hits
@@ -346,6 +350,17 @@ impl EvictionPolicy for TinyLfu {
             // Window overflow from now on waits for a contest.
         }
         self.rebalance();
+        // Each eviction settles one contest while each insertion may add a candidate, so a
+        // backlog (the whole window overflow at the first eviction, or after the share
+        // shrank) would never drain and its entries would hold space that neither the
+        // window nor main uses. Only the newest candidate waits for a contest; older ones
+        // join probation and compete there as victims.
+        while self.queues[Place::Candidate as usize].len() > 1 {
+            let Some(c) = self.queues[Place::Candidate as usize].front() else {
+                break;
+            };
+            self.relocate(c, Place::Probation);
+        }
         loop {
             let candidate = self.queues[Place::Candidate as usize].front();
             let victim = match self.settle_front(Place::Probation) {

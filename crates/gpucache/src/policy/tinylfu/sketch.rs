@@ -100,7 +100,7 @@ impl Sketch {
     }
 
     /// Halves every counter.
-    fn halve(&mut self) {
+    pub(super) fn halve(&mut self) {
         for w in &mut self.table {
             *w = (*w >> 1) & HALF_MASK;
         }

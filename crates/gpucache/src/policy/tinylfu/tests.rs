@@ -120,9 +120,10 @@ fn heavy_candidate_needs_more_hits_per_byte() {
     p.sketch.increment(4242, 2);
     p.insert(0, 4242, 1000);
     p.insert(100, 4343, 10);
-    // Window overflow made 99 and then 0 candidates; 99 loses its tie.
-    assert_eq!(p.evict(), Some(99));
+    // Window overflow made 99 and then 0 candidates; only the newest waits for a contest,
+    // 99 joins probation.
     assert_eq!(p.evict(), Some(0), "the heavy candidate is refused");
+    assert_eq!(p.meta[99].place, Place::Probation);
     // The same key at the victims' weight would have won.
     let mut q = TinyLfu::default();
     for id in 0..100 {
@@ -132,8 +133,23 @@ fn heavy_candidate_needs_more_hits_per_byte() {
     q.sketch.increment(4242, 2);
     q.insert(0, 4242, 10);
     q.insert(100, 4343, 10);
-    assert_eq!(q.evict(), Some(99));
     assert_eq!(q.evict(), Some(1));
+    assert_eq!(q.meta[0].place, Place::Probation);
+}
+
+#[test]
+fn a_backlog_of_candidates_joins_probation() {
+    let mut p = TinyLfu::default();
+    for id in 0..1000 {
+        p.insert(id, u64::from(id), 1);
+    }
+    // Make the window hold ten entries beyond its share, then evict once.
+    for id in 0..10 {
+        p.relocate(id, Place::Window);
+    }
+    p.evict();
+    assert!(p.queues[Place::Candidate as usize].len() <= 1);
+    p.validate(&|id| p.meta[id as usize].place != Place::Window || id < 1000);
 }
 
 #[test]
