@@ -44,6 +44,7 @@ fn main() {
     println!("|---|---:|{}---:|", "---:|".repeat(contenders.len()));
     let mut failures = Vec::new();
     let mut worst = f64::INFINITY;
+    let mut loop_note = String::new();
     for trace in standard(requests, capacity) {
         let n = trace.keys.len() as f64;
         let belady = (!trace.sized()).then(|| optimal_hits(&trace.keys, trace.capacity));
@@ -86,8 +87,8 @@ fn main() {
             }
             if let (Some(b), true) = (belady, trace.name == "loop-1.05x") {
                 let share = of(default) as f64 / b.max(1) as f64;
-                println!(
-                    "\n(loop-1.05x: {} at {:.1}% of Belady)\n",
+                loop_note = format!(
+                    "loop-1.05x: {} at {:.1}% of Belady's hits",
                     default.name(),
                     100.0 * share
                 );
@@ -99,6 +100,7 @@ fn main() {
     }
     println!();
     println!("Worst ratio of the default to the best peer: {worst:.3}");
+    println!("{loop_note}");
     println!("{}", policy_memory());
     println!("Traces: {}", trace_notes(requests, capacity));
     if failures.is_empty() {

@@ -43,7 +43,9 @@ pub trait EvictionPolicy: Send + Sync + fmt::Debug {
     fn update(&mut self, id: EntryId, weight: u64);
     /// Stops tracking `id` because its owner removed it (not an eviction).
     fn remove(&mut self, id: EntryId);
-    /// Chooses the next victim, stops tracking it and returns it; `None` when empty.
+    /// Chooses the next victim, stops tracking it and returns it; `None` when empty. The
+    /// victim may be the id inserted last (its admission refused: W-TinyLFU does so when an
+    /// owner inserts before it evicts).
     fn evict(&mut self) -> Option<EntryId>;
     /// Number of tracked ids.
     fn len(&self) -> usize;
