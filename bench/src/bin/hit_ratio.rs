@@ -19,6 +19,10 @@ const OF_BEST_PEER: f64 = 0.995;
 /// The least share of Belady's hits the default policy must keep on loop-1.05x.
 const LOOP_OF_BELADY: f64 = 0.95;
 
+/// One table row of a trace: its name, what it counts of a replay, and the total it is a
+/// share of.
+type Row = (String, fn(&Hits) -> u64, f64);
+
 fn arg(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();
     args.iter()
@@ -50,7 +54,7 @@ fn main() {
         let belady = (!trace.sized()).then(|| optimal_hits(&trace.keys, trace.capacity));
         let results: Vec<(Contender, Hits)> =
             contenders.iter().map(|&c| (c, replay(&trace, c))).collect();
-        let rows: Vec<(String, fn(&Hits) -> u64, f64)> = if trace.sized() {
+        let rows: Vec<Row> = if trace.sized() {
             let bytes: u64 = trace.sizes.iter().map(|&s| u64::from(s)).sum();
             vec![
                 (format!("{} (hits)", trace.name), |h| h.hits, n),
