@@ -4,9 +4,11 @@
 //! New entries enter a small *window*. When the window holds more than its share of the
 //! tracked weight, its oldest entry becomes a *candidate* for the main space, which is split
 //! into *probation* and *protected* (80% of main). On eviction the candidate meets the
-//! oldest probation entry, the *victim*: a frequency sketch of recent accesses (including
-//! keys no longer stored) decides which of the two is worth more per byte, and the other
-//! leaves. A probation entry hit again moves to protected; protected overflows back into
+//! oldest probation entry, the *victim* (and, if the candidate weighs more, the probation
+//! entries behind it that it would also push out): a frequency sketch of recent accesses
+//! (including keys no longer stored) decides whether the candidate is requested more than
+//! all of them, and the loser leaves. A probation entry hit again moves to protected;
+//! protected overflows back into
 //! probation. So one-hit wonders and scans pass through the window without displacing the
 //! popular entries, a loop larger than the cache keeps a stable part of itself resident, and
 //! a hill climber ([`climber`]) widens the window when recency pays (nearly LRU) and narrows
@@ -20,7 +22,9 @@
 //! Invariants (checked by [`TinyLfu::validate`]): every tracked id is on exactly one queue,
 //! the one its metadata names; each queue's weight is the sum of its entries' weights;
 //! pending counts are at most [`MAX_PENDING`]; the candidate queue is empty until the first
-//! eviction.
+//! eviction; a free id has no pending hits (they are folded when it stops being tracked).
+//! Only the climber's hit count reads pending counts of entries it does not own at the time
+//! (racing readers may bump them): it tolerates an approximate sum.
 
 mod climber;
 mod sketch;
@@ -111,7 +115,8 @@ impl TinyLfu {
         self.meta[id as usize].place = to;
     }
 
-    /// Takes `id`'s pending hits into the sketch and the climber; returns whether it had any.
+    /// Takes `id`'s pending hits into the sketch and the climber's count; returns whether it
+    /// had any.
     fn fold(&mut self, id: EntryId) -> bool {
         let hits = std::mem::take(self.pending[id as usize].get_mut());
         if hits == 0 {
