@@ -8,11 +8,10 @@
 //! entries behind it that it would also push out): a frequency sketch of recent accesses
 //! (including keys no longer stored) decides whether the candidate is requested more than
 //! all of them, and the loser leaves. A probation entry hit again moves to protected;
-//! protected overflows back into
-//! probation. So one-hit wonders and scans pass through the window without displacing the
-//! popular entries, a loop larger than the cache keeps a stable part of itself resident, and
-//! a hill climber ([`climber`]) widens the window when recency pays (nearly LRU) and narrows
-//! it when frequency does (nearly LFU).
+//! protected overflows back into probation. So one-hit wonders and scans pass through the
+//! window without displacing the popular entries, a loop larger than the cache keeps a
+//! stable part of itself resident, and a hill climber ([`climber`]) widens the window when
+//! recency pays (nearly LRU) and narrows it when frequency does (nearly LFU).
 //!
 //! Hits are recorded under a shared lock: a hit only bumps the entry's atomic count of
 //! pending hits. Queues are therefore CLOCK-ordered rather than strictly LRU: an entry
