@@ -4,4 +4,5 @@
 pub mod belady;
 pub mod disk;
 pub mod gl;
+pub mod replay;
 pub mod traces;

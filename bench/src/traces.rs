@@ -1,7 +1,6 @@
 //! Synthetic request traces for hit-ratio comparisons. Keys are `u64`; every trace is
 //! reproducible from its seed.
 
-use gpucache::{PolicyKind, StoreBuilder};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -16,6 +15,46 @@ pub struct Trace {
     pub capacity: usize,
     /// The requests.
     pub keys: Vec<u64>,
+    /// Value size of each request's key in bytes, or empty when every entry counts as one
+    /// (then the cache is bounded in entries; otherwise in bytes, see [`Trace::byte_budget`]).
+    pub sizes: Vec<u32>,
+}
+
+impl Trace {
+    fn unit(name: String, about: &'static str, capacity: usize, keys: Vec<u64>) -> Self {
+        Self {
+            name,
+            about,
+            capacity,
+            keys,
+            sizes: Vec::new(),
+        }
+    }
+
+    /// Whether entries have sizes (the cache is bounded by bytes).
+    pub fn sized(&self) -> bool {
+        !self.sizes.is_empty()
+    }
+
+    /// For a sized trace: `capacity` entries of the mean charge (value + key + gpucache's
+    /// per-entry overhead) over the distinct keys.
+    pub fn byte_budget(&self) -> u64 {
+        let mut seen = std::collections::HashMap::new();
+        for (k, s) in self.keys.iter().zip(&self.sizes) {
+            seen.insert(*k, u64::from(*s));
+        }
+        if seen.is_empty() {
+            return 0;
+        }
+        let total: u64 = seen.values().map(|&s| charge(s)).sum();
+        total / seen.len() as u64 * self.capacity as u64
+    }
+}
+
+/// What one entry of `size` value bytes costs in every cache of the comparison: the value,
+/// the 8-byte key and gpucache's per-entry overhead (peers are charged the same).
+pub fn charge(size: u64) -> u64 {
+    size + 8 + gpucache::ENTRY_OVERHEAD
 }
 
 /// Samples ranks 0..n with probability proportional to 1 / (rank + 1)^alpha.
@@ -54,26 +93,26 @@ fn key_of(space: u64, rank: usize) -> u64 {
 pub fn zipf(alpha: f64, universe: usize, requests: usize, capacity: usize, seed: u64) -> Trace {
     let mut rng = StdRng::seed_from_u64(seed);
     let dist = Zipf::new(universe, alpha);
-    Trace {
-        name: format!("zipf-{alpha:.1}"),
-        about: "independent requests, Zipf popularity",
+    Trace::unit(
+        format!("zipf-{alpha:.1}"),
+        "independent requests, Zipf popularity",
         capacity,
-        keys: (0..requests)
+        (0..requests)
             .map(|_| key_of(1, dist.sample(&mut rng)))
             .collect(),
-    }
+    )
 }
 
 /// A loop over `factor × capacity` keys, in the same order every pass: seed 002's "just over
 /// budget frame after frame".
 pub fn loop_over(factor: f64, requests: usize, capacity: usize) -> Trace {
     let len = (capacity as f64 * factor).round() as usize;
-    Trace {
-        name: format!("loop-{factor:.2}x"),
-        about: "the same keys in the same order, slightly more than fit",
+    Trace::unit(
+        format!("loop-{factor:.2}x"),
+        "the same keys in the same order, more than fit",
         capacity,
-        keys: (0..requests).map(|i| key_of(2, i % len)).collect(),
-    }
+        (0..requests).map(|i| key_of(2, i % len)).collect(),
+    )
 }
 
 /// Zipf requests interrupted by scans of keys never seen again (a one-off batch job, a
@@ -99,12 +138,12 @@ pub fn scan_with_zipf(
         }
     }
     keys.truncate(requests);
-    Trace {
-        name: format!("scan+zipf-{alpha:.1}"),
-        about: "Zipf with scans of 2x capacity one-shot keys",
+    Trace::unit(
+        format!("scan+zipf-{alpha:.1}"),
+        "Zipf with scans of 2x capacity one-shot keys",
         capacity,
         keys,
-    }
+    )
 }
 
 /// A browser's GPU process: page loads pick a site by Zipf popularity; every page uses the
@@ -126,44 +165,124 @@ pub fn pages_share_programs(requests: usize, capacity: usize, seed: u64) -> Trac
         }
     }
     keys.truncate(requests);
-    Trace {
-        name: "pages-share-programs".into(),
-        about: "Zipf over 600 sites; every page: 24 shared + 4..30 own programs",
+    Trace::unit(
+        "pages-share-programs".into(),
+        "Zipf over 600 sites; every page: 24 shared + 4..30 own programs",
         capacity,
         keys,
-    }
+    )
 }
 
-/// Replays `trace` through a real one-shard `gpucache::Store` bounded to the trace's
-/// capacity in entries, as a cache sees it (a miss stores the key); returns the hits.
-pub fn replay_hits(trace: &Trace, policy: PolicyKind) -> u64 {
-    let store = StoreBuilder::new()
-        .max_entries(trace.capacity as u64)
-        .max_bytes(u64::MAX / 2)
-        .shards(1)
-        .policy(policy)
-        .build()
-        .expect("valid store settings");
-    let mut hits = 0;
-    for key in &trace.keys {
-        let key = key.to_le_bytes();
-        if store.get(&key).is_some() {
-            hits += 1;
-        } else {
-            store.insert(&key, vec![0u8; 1]).expect("value fits");
-        }
-    }
-    hits
+/// Zipf requests whose popular set is replaced halfway (a new level, another application):
+/// a policy must forget the first phase's favourites.
+pub fn phase_change(alpha: f64, requests: usize, capacity: usize, seed: u64) -> Trace {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dist = Zipf::new(capacity * 10, alpha);
+    let keys = (0..requests)
+        .map(|i| {
+            let space = if i < requests / 2 { 7 } else { 8 };
+            key_of(space, dist.sample(&mut rng))
+        })
+        .collect();
+    Trace::unit(
+        format!("phase-change-{alpha:.1}"),
+        "Zipf; halfway, a disjoint set of keys becomes popular",
+        capacity,
+        keys,
+    )
 }
 
-/// The standard set of traces of the hit-ratio benchmark.
+/// Zipf requests of which a share `wonders` are keys requested once and never again.
+pub fn one_hit_wonders(
+    alpha: f64,
+    wonders: f64,
+    requests: usize,
+    capacity: usize,
+    seed: u64,
+) -> Trace {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dist = Zipf::new(capacity * 10, alpha);
+    let mut next = 0usize;
+    let keys = (0..requests)
+        .map(|_| {
+            if rng.gen::<f64>() < wonders {
+                next += 1;
+                key_of(9, next)
+            } else {
+                key_of(10, dist.sample(&mut rng))
+            }
+        })
+        .collect();
+    Trace::unit(
+        format!("zipf-{alpha:.1}+{:.0}%-once", wonders * 100.0),
+        "Zipf mixed with keys requested only once",
+        capacity,
+        keys,
+    )
+}
+
+/// Zipf requests over a popular set that slides: every `capacity / 10` requests the ranks
+/// shift by one key, so recently introduced keys are the popular ones (recency pays).
+pub fn drifting(alpha: f64, requests: usize, capacity: usize, seed: u64) -> Trace {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dist = Zipf::new(capacity * 10, alpha);
+    let every = (capacity / 10).max(1);
+    let keys = (0..requests)
+        .map(|i| key_of(11, i / every + dist.sample(&mut rng)))
+        .collect();
+    Trace::unit(
+        format!("drift-{alpha:.1}"),
+        "Zipf whose popular keys slide by one every capacity/10 requests",
+        capacity,
+        keys,
+    )
+}
+
+/// Zipf requests over keys with program-binary sizes, log-uniform 1 KiB..1 MiB and
+/// independent of popularity; the cache is bounded in bytes.
+pub fn sized_zipf(alpha: f64, requests: usize, capacity: usize, seed: u64) -> Trace {
+    let mut trace = zipf(alpha, capacity * 10, requests, capacity, seed);
+    trace.name = format!("sized-zipf-{alpha:.1}");
+    trace.about = "Zipf, values 1 KiB..1 MiB (log-uniform), bounded in bytes";
+    trace.sizes = trace.keys.iter().map(|&k| size_of_key(k)).collect();
+    trace
+}
+
+/// A deterministic log-uniform size in 1 KiB..1 MiB for `key`.
+fn size_of_key(key: u64) -> u32 {
+    let u = (key.wrapping_mul(0xD6E8_FEB8_6659_FD93) >> 11) as f64 / (1u64 << 53) as f64;
+    (1024.0 * 1024f64.powf(u)) as u32
+}
+
+/// A trace renamed with its capacity, for the rows that vary it.
+fn at(mut trace: Trace) -> Trace {
+    trace.name = format!("{}@{}", trace.name, trace.capacity);
+    trace
+}
+
+/// The standard set of traces of the hit-ratio benchmark: `capacity` entries unless a
+/// trace's name says otherwise (`@N`).
 pub fn standard(requests: usize, capacity: usize) -> Vec<Trace> {
+    let small = (capacity / 10).max(10);
+    let large = capacity * 10;
     vec![
+        zipf(0.6, capacity * 10, requests, capacity, 11),
         zipf(0.8, capacity * 10, requests, capacity, 1),
         zipf(1.0, capacity * 10, requests, capacity, 2),
+        zipf(1.2, capacity * 10, requests, capacity, 12),
+        at(zipf(0.9, small * 10, requests, small, 13)),
+        at(zipf(0.9, large * 10, requests, large, 14)),
+        loop_over(1.02, requests, capacity),
         loop_over(1.05, requests, capacity),
+        loop_over(1.2, requests, capacity),
+        loop_over(2.0, requests, capacity),
+        at(loop_over(1.05, requests, small)),
         scan_with_zipf(1.0, capacity * 10, requests, capacity, 3),
         pages_share_programs(requests, capacity, 4),
+        phase_change(1.0, requests, capacity, 15),
+        one_hit_wonders(0.9, 0.3, requests, capacity, 16),
+        drifting(0.9, requests, capacity, 17),
+        sized_zipf(0.9, requests, capacity, 18),
     ]
 }
 
@@ -179,6 +298,22 @@ mod tests {
         let top10 = samples.iter().filter(|&&r| r < 10).count();
         assert!(top10 > 3000, "{top10}");
         assert!(samples.iter().all(|&r| r < 1000));
+    }
+
+    #[test]
+    fn sized_traces_have_a_byte_budget() {
+        let t = sized_zipf(0.9, 2000, 50, 1);
+        assert_eq!(t.sizes.len(), t.keys.len());
+        assert!(t.sizes.iter().all(|&s| (1024..=1 << 20).contains(&s)));
+        assert!(t.byte_budget() > 50 * 1024);
+        assert_eq!(zipf(0.9, 100, 10, 10, 1).byte_budget(), 0);
+    }
+
+    #[test]
+    fn phase_change_switches_key_sets() {
+        let t = phase_change(1.0, 1000, 10, 1);
+        let first: std::collections::HashSet<_> = t.keys[..500].iter().collect();
+        assert!(t.keys[500..].iter().all(|k| !first.contains(k)));
     }
 
     #[test]

@@ -1,37 +1,47 @@
-//! The hit-ratio targets, checked on smaller traces than the benchmark's (hit counts are
-//! deterministic, so this is a test, not a timing).
+//! The hit-ratio targets, checked on a few small traces (hit counts are deterministic, so
+//! this is a test, not a timing); `scripts/hit-ratio` checks the full set.
 
 use gpucache::PolicyKind;
 use gpucache_bench::belady::optimal_hits;
-use gpucache_bench::traces::{replay_hits as hits, standard};
+use gpucache_bench::replay::{replay, Contender};
+use gpucache_bench::traces::{loop_over, scan_with_zipf, zipf};
 
 #[test]
-fn s3_fifo_resists_the_loop_and_keeps_up_on_zipf() {
-    for trace in standard(40_000, 400) {
-        let n = trace.keys.len() as f64;
-        let best = optimal_hits(&trace.keys, trace.capacity) as f64;
-        let lru = hits(&trace, PolicyKind::Lru) as f64;
-        let s3 = hits(&trace, PolicyKind::S3Fifo) as f64;
+fn default_policy_keeps_up_with_the_best_peer() {
+    let default = Contender::Gpucache(PolicyKind::default());
+    for trace in [
+        zipf(0.9, 4_000, 40_000, 400, 1),
+        scan_with_zipf(1.0, 4_000, 40_000, 400, 3),
+        loop_over(2.0, 40_000, 400),
+    ] {
+        let best = optimal_hits(&trace.keys, trace.capacity);
+        let ours = replay(&trace, default).hits;
+        let peer = [Contender::Moka, Contender::QuickCache]
+            .map(|c| replay(&trace, c).hits)
+            .into_iter()
+            .max()
+            .unwrap_or(0);
+        assert!(ours <= best, "{}: nobody beats Belady", trace.name);
         assert!(
-            lru <= best && s3 <= best,
-            "{}: nobody beats Belady",
+            ours as f64 >= 0.99 * peer as f64,
+            "{}: default {ours} vs best peer {peer}",
             trace.name
         );
-        if trace.name.starts_with("loop") {
-            assert!(lru / best < 0.05, "{}: LRU thrashes ({lru})", trace.name);
-            assert!(
-                s3 / best >= 0.5,
-                "{}: S3-FIFO at {:.2} of Belady",
-                trace.name,
-                s3 / best
-            );
-        }
-        if trace.name.starts_with("zipf") {
-            assert!(
-                s3 / n + 0.02 >= lru / n,
-                "{}: S3-FIFO {s3} vs LRU {lru}",
-                trace.name
-            );
-        }
     }
+}
+
+#[test]
+fn loops_keep_most_of_belady_and_lru_thrashes() {
+    let trace = loop_over(1.05, 40_000, 400);
+    let best = optimal_hits(&trace.keys, trace.capacity) as f64;
+    let lru = replay(&trace, Contender::Gpucache(PolicyKind::Lru)).hits as f64;
+    let s3 = replay(&trace, Contender::Gpucache(PolicyKind::S3Fifo)).hits as f64;
+    let ours = replay(&trace, Contender::Gpucache(PolicyKind::default())).hits as f64;
+    assert!(lru / best < 0.05, "LRU thrashes ({lru})");
+    assert!(s3 / best >= 0.5, "S3-FIFO at {:.2} of Belady", s3 / best);
+    assert!(
+        ours / best >= 0.95,
+        "default at {:.2} of Belady",
+        ours / best
+    );
 }

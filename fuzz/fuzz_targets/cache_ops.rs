@@ -26,7 +26,9 @@ use libfuzzer_sys::fuzz_target;
 struct Input {
     small_memory: bool,
     small_disk: bool,
-    lru: bool,
+    /// Settings bit 2: LRU (as in the seeds before W-TinyLFU), else bit 3: W-TinyLFU, else
+    /// S3-FIFO.
+    policy: gpucache::PolicyKind,
     ops: Vec<Op>,
 }
 
@@ -72,7 +74,11 @@ impl Input {
         Some(Input {
             small_memory: settings & 1 != 0,
             small_disk: settings & 2 != 0,
-            lru: settings & 4 != 0,
+            policy: match (settings & 4 != 0, settings & 8 != 0) {
+                (true, _) => gpucache::PolicyKind::Lru,
+                (false, true) => gpucache::PolicyKind::TinyLfu,
+                (false, false) => gpucache::PolicyKind::S3Fifo,
+            },
             ops,
         })
     }
@@ -107,11 +113,7 @@ fn builder(dir: &Path, input: &Input, preload: bool) -> CacheBuilder {
         .max_memory_bytes(if input.small_memory { 16 << 10 } else { 64 << 20 })
         .max_disk_bytes(if input.small_disk { 48 << 10 } else { 64 << 20 })
         .max_segment_bytes(8 << 10)
-        .policy(if input.lru {
-            gpucache::PolicyKind::Lru
-        } else {
-            gpucache::PolicyKind::S3Fifo
-        })
+        .policy(input.policy)
         .shards(1)
         .preload(preload)
 }

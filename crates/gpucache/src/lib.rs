@@ -59,7 +59,7 @@ pub use hash::{KeyHasher, Xxh3KeyHasher};
 pub use identity::{Identity, MAX_IDENTITY_LEN};
 pub use lookup::{InsertMode, Lookup};
 pub use metrics::{Counter, Histogram, HistogramSnapshot};
-pub use policy::{EntryId, EvictionPolicy, Lru, PolicyKind, S3Fifo};
+pub use policy::{EntryId, EvictionPolicy, Lru, PolicyKind, S3Fifo, TinyLfu};
 pub use store::{
     EvictionListener, MemoryPressure, Store, StoreBuilder, StoreStats, ENTRY_OVERHEAD,
 };

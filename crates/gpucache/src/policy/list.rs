@@ -37,6 +37,11 @@ impl Links {
     pub(crate) fn clear(&mut self) {
         self.nodes.clear();
     }
+
+    /// Heap bytes of the table (memory accounting).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.nodes.capacity() * std::mem::size_of::<Node>()
+    }
 }
 
 /// One FIFO queue: ids are pushed at the back and popped at the front.
@@ -60,6 +65,26 @@ impl Default for Queue {
 impl Queue {
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// The oldest id, left in place.
+    pub(crate) fn front(&self) -> Option<EntryId> {
+        (self.head != NIL).then_some(self.head)
+    }
+
+    /// The id after `id` (towards the back), which must be on this queue.
+    pub(crate) fn next(&self, links: &Links, id: EntryId) -> Option<EntryId> {
+        let next = links.nodes[id as usize].next;
+        (next != NIL).then_some(next)
+    }
+
+    /// Calls `f` on every id, front to back.
+    pub(crate) fn for_each(&self, links: &Links, mut f: impl FnMut(EntryId)) {
+        let mut at = self.head;
+        while at != NIL {
+            f(at);
+            at = links.nodes[at as usize].next;
+        }
     }
 
     /// Appends `id`, which must not be on any queue sharing `links`.

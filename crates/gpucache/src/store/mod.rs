@@ -112,7 +112,7 @@ impl StoreBuilder {
         self
     }
 
-    /// Eviction policy. Default [`PolicyKind::S3Fifo`].
+    /// Eviction policy. Default [`PolicyKind::TinyLfu`].
     pub fn policy(mut self, policy: PolicyKind) -> Self {
         self.policy = policy;
         self
@@ -204,8 +204,8 @@ pub struct Store {
     /// `64 - log2(shards)`: the shard is the top bits of the mixed hash.
     shard_shift: u32,
     hasher: StoreHasher,
-    /// Whether the policy records hits under a read lock (S3-FIFO); if not (LRU), lookups
-    /// take the write lock.
+    /// Whether the policy records hits under a read lock (S3-FIFO, W-TinyLFU); if not
+    /// (LRU), lookups take the write lock.
     shared_touch: bool,
     /// Lookup counters live outside the shards so that lookups write no shard state.
     lookups: HitMissCounters,

@@ -156,7 +156,7 @@ fn colliding_keys_never_alias() {
 
 #[test]
 fn byte_budget_evicts_and_is_never_exceeded() {
-    for policy in [PolicyKind::Lru, PolicyKind::S3Fifo] {
+    for policy in PolicyKind::ALL {
         let budget = 10 * charge_of(2, 100);
         let s = store(budget, policy);
         for i in 0..100u16 {
@@ -272,11 +272,18 @@ fn builder_validates_and_shards_split_the_budget() {
 
 #[test]
 fn sharded_store_holds_its_budget_under_concurrent_writers() {
+    for policy in PolicyKind::ALL {
+        sharded_store_under_concurrent_writers(policy);
+    }
+}
+
+fn sharded_store_under_concurrent_writers(policy: PolicyKind) {
     let budget = 256 * charge_of(8, 1000);
     let s = Arc::new(
         StoreBuilder::new()
             .max_bytes(budget)
             .shards(4)
+            .policy(policy)
             .build()
             .unwrap(),
     );
@@ -327,11 +334,10 @@ proptest! {
     #[test]
     fn behaves_like_the_reference_model(
         ops in proptest::collection::vec(op(), 1..300),
-        lru in any::<bool>(),
+        policy in proptest::sample::select(PolicyKind::ALL.to_vec()),
         weak_hash in any::<bool>(),
         max_entries in 1u64..16,
     ) {
-        let policy = if lru { PolicyKind::Lru } else { PolicyKind::S3Fifo };
         let max_bytes = 2_000;
         let mut builder = StoreBuilder::new()
             .max_bytes(max_bytes)

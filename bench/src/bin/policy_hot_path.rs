@@ -1,0 +1,110 @@
+//! Hot-path latency of the memory tier under each eviction policy, side by side: gets that
+//! hit, puts of new keys into a full store (after the first few thousand each one evicts),
+//! and puts that replace a
+//! stored value. Rounds alternate between the policies so that drifts of a noisy machine
+//! fall on all of them; each cell is the median over the rounds, and the ratios are against
+//! S3-FIFO (the default before W-TinyLFU).
+//!
+//! Usage: `policy_hot_path [rounds]`.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use bytes::Bytes;
+use gpucache::{PolicyKind, Store, StoreBuilder};
+
+const ENTRIES: u32 = 4096;
+const PASSES: u32 = 100;
+const KEY_BYTES: usize = 20;
+
+fn key(i: u32) -> [u8; KEY_BYTES] {
+    let mut k = [0u8; KEY_BYTES];
+    k[..4].copy_from_slice(&i.wrapping_mul(2_654_435_761).to_le_bytes());
+    k[4..8].copy_from_slice(&i.to_le_bytes());
+    k
+}
+
+fn store(policy: PolicyKind) -> Store {
+    StoreBuilder::new()
+        .max_bytes(256 << 20)
+        .max_entries(u64::from(4 * ENTRIES))
+        .policy(policy)
+        .build()
+        .expect("store")
+}
+
+/// Nanoseconds per operation of `op` over `n` operations.
+fn time(n: u32, mut op: impl FnMut(u32)) -> f64 {
+    let start = Instant::now();
+    for i in 0..n {
+        op(i);
+    }
+    start.elapsed().as_nanos() as f64 / f64::from(n)
+}
+
+/// One round for `policy`: (get ns, evicting put ns, replacing put ns).
+fn round(policy: PolicyKind, value: &Bytes) -> [f64; 3] {
+    let s = store(policy);
+    for i in 0..ENTRIES {
+        s.insert(&key(i), value.clone()).expect("fits");
+    }
+    let n = ENTRIES * PASSES;
+    let get = time(n, |i| {
+        let k = key((i.wrapping_mul(7919)) % ENTRIES);
+        assert!(black_box(s.get(&k)).is_some(), "every get hits");
+    });
+    let replace = time(n / 4, |i| {
+        s.insert(&key(i % ENTRIES), value.clone()).expect("fits");
+    });
+    let evicting = time(n / 4, |i| {
+        s.insert(&key(ENTRIES + i), value.clone()).expect("fits");
+    });
+    [get, evicting, replace]
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let rounds: usize = std::env::args()
+        .nth(1)
+        .map_or(5, |s| s.parse().expect("rounds"));
+    let value = Bytes::from(vec![1u8; 4096]);
+    let policies = PolicyKind::ALL;
+    let mut cells = vec![vec![Vec::new(); 3]; policies.len()];
+    for _ in 0..rounds {
+        for (p, &policy) in policies.iter().enumerate() {
+            for (c, ns) in round(policy, &value).into_iter().enumerate() {
+                cells[p][c].push(ns);
+            }
+        }
+    }
+    let medians: Vec<[f64; 3]> = cells
+        .into_iter()
+        .map(|c| {
+            let mut it = c.into_iter().map(median);
+            [0; 3].map(|_| it.next().unwrap_or(f64::NAN))
+        })
+        .collect();
+    let base = policies
+        .iter()
+        .position(|&p| p == PolicyKind::S3Fifo)
+        .map_or([f64::NAN; 3], |i| medians[i]);
+    println!("median ns/op over {rounds} alternating rounds ({ENTRIES} entries, {KEY_BYTES} B keys, 4 KiB values, 1 thread)\n");
+    println!("| policy | get hit ns | put evicting ns | put replacing ns | get / s3-fifo | put evicting / s3-fifo | put replacing / s3-fifo |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for (p, m) in policies.iter().zip(&medians) {
+        println!(
+            "| {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} |",
+            p.name(),
+            m[0],
+            m[1],
+            m[2],
+            m[0] / base[0],
+            m[1] / base[1],
+            m[2] / base[2]
+        );
+    }
+}

@@ -1,0 +1,172 @@
+//! Hill climbing on the hit rate to size the admission window (after Caffeine's adaptive
+//! W-TinyLFU, Einziger, Eytan, Friedman, Manes: "Adaptive software cache management", 2018).
+//!
+//! Requests are counted in samples. At the end of each sample the window's share moves by a
+//! step; the direction is kept while the hit rate does not fall and reversed when it does,
+//! and the step shrinks each sample so the share settles. A large change of hit rate (a new
+//! workload) restarts with a full step. Recency-heavy workloads climb to a large window
+//! (nearly LRU), frequency-heavy ones, loops and scans to a small one (nearly LFU).
+
+/// The window's share of the tracked weight at start: TinyLFU's usual 1%.
+pub(super) const INITIAL_SHARE: f64 = 0.01;
+/// Bounds of the share. The upper one leaves main room to hold protected entries.
+pub(super) const MIN_SHARE: f64 = 0.0;
+pub(super) const MAX_SHARE: f64 = 0.8;
+/// First step, as a share of the tracked weight.
+const STEP: f64 = 0.0625;
+/// Each sample the step is multiplied by this.
+const STEP_DECAY: f64 = 0.98;
+/// A change of hit rate at least this large restarts the climb with a full step.
+const RESTART: f64 = 0.05;
+/// Requests per sample at least, whatever the cache size: a hit rate measured over fewer
+/// varies by more than the changes the climber looks for (over 1,000 requests about 1.6
+/// points), and the share would walk at random.
+const MIN_SAMPLE: u64 = 10_000;
+/// Below this the step no longer moves the share meaningfully; it rests until a restart.
+const MIN_STEP: f64 = 0.0005;
+
+#[derive(Debug)]
+pub(super) struct Climber {
+    /// Invariant: within [MIN_SHARE, MAX_SHARE].
+    share: f64,
+    /// Signed: the sign is the current direction.
+    step: f64,
+    hits: u64,
+    misses: u64,
+    previous_rate: Option<f64>,
+    /// Whether the last adjustment changed the share.
+    moved: bool,
+}
+
+impl Default for Climber {
+    fn default() -> Self {
+        Self {
+            share: INITIAL_SHARE,
+            // Shrinking first: from 1% a full step down reaches the frequency-only end,
+            // which loops and scans want; a falling hit rate turns the climb upwards.
+            step: -STEP,
+            hits: 0,
+            misses: 0,
+            previous_rate: None,
+            moved: false,
+        }
+    }
+}
+
+impl Climber {
+    /// The window's current share of the tracked weight.
+    pub(super) fn share(&self) -> f64 {
+        self.share
+    }
+
+    /// Records `hits` hits and `misses` misses; at the end of a sample of `sample` requests,
+    /// adjusts the share. Returns whether the hit rate just fell by [`RESTART`] or more (the
+    /// workload changed).
+    pub(super) fn record(&mut self, hits: u64, misses: u64, sample: u64) -> bool {
+        self.hits += hits;
+        self.misses += misses;
+        if self.hits + self.misses >= sample.max(MIN_SAMPLE) {
+            return self.adjust();
+        }
+        false
+    }
+
+    fn adjust(&mut self) -> bool {
+        let rate = self.hits as f64 / (self.hits + self.misses) as f64;
+        self.hits = 0;
+        self.misses = 0;
+        let Some(previous) = self.previous_rate.replace(rate) else {
+            // First sample: nothing to compare with; take the first step.
+            self.move_share();
+            return false;
+        };
+        let change = rate - previous;
+        // A fall reverses the direction only if the last step moved the share (at a bound
+        // the share stands still, so its hit rate moves only by noise; reversing on noise
+        // there would walk the share away from the bound), or if the fall is large (the
+        // workload changed: explore the other way).
+        if change < 0.0 && (self.moved || change <= -RESTART) {
+            self.step = -self.step;
+        }
+        if change.abs() >= RESTART {
+            self.step = STEP.copysign(self.step);
+        } else {
+            self.step *= STEP_DECAY;
+        }
+        self.move_share();
+        change <= -RESTART
+    }
+
+    fn move_share(&mut self) {
+        let before = self.share;
+        if self.step.abs() >= MIN_STEP {
+            self.share = (self.share + self.step).clamp(MIN_SHARE, MAX_SHARE);
+        }
+        self.moved = self.share != before;
+    }
+
+    #[cfg(any(test, fuzzing))]
+    pub(super) fn validate(&self) {
+        assert!(
+            (MIN_SHARE..=MAX_SHARE).contains(&self.share),
+            "window share {} out of bounds",
+            self.share
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feeds samples whose hit rate `rate_at(share)` depends on the share.
+    fn climb(c: &mut Climber, samples: usize, mut rate_at: impl FnMut(f64) -> f64) {
+        for _ in 0..samples {
+            let hits = (rate_at(c.share()) * MIN_SAMPLE as f64).round() as u64;
+            c.record(hits, 0, MIN_SAMPLE);
+            for _ in 0..MIN_SAMPLE - hits {
+                c.record(0, 1, MIN_SAMPLE);
+            }
+            c.validate();
+        }
+    }
+
+    #[test]
+    fn climbs_towards_the_best_share() {
+        let mut c = Climber::default();
+        // Best at 40%: a recency-heavy workload.
+        climb(&mut c, 200, |s| 0.9 - (s - 0.4).abs());
+        assert!((c.share() - 0.4).abs() < 0.1, "{}", c.share());
+    }
+
+    #[test]
+    fn falls_back_to_a_small_window() {
+        let mut c = Climber::default();
+        climb(&mut c, 30, |s| 0.9 - (s - 0.5).abs());
+        assert!(c.share() > 0.2, "{}", c.share());
+        // The workload changes: now a small window is best (a loop).
+        climb(&mut c, 300, |s| 0.9 - s);
+        assert!(c.share() < 0.05, "{}", c.share());
+    }
+
+    #[test]
+    fn share_stays_in_bounds() {
+        let mut c = Climber::default();
+        climb(&mut c, 200, |s| s);
+        assert!(c.share() <= MAX_SHARE);
+        climb(&mut c, 400, |s| 1.0 - s);
+        assert!(c.share() >= MIN_SHARE);
+    }
+
+    #[test]
+    fn noise_at_a_bound_does_not_walk_the_share_away() {
+        let mut c = Climber::default();
+        // Best at zero, with noise of +-2 points alternating.
+        let mut flip = false;
+        climb(&mut c, 300, |s| {
+            flip = !flip;
+            0.5 - s + if flip { 0.02 } else { -0.02 }
+        });
+        assert!(c.share() < 0.01, "{}", c.share());
+    }
+}

@@ -1,0 +1,415 @@
+//! W-TinyLFU with an adaptive window (Einziger, Friedman, Manes: "TinyLFU: a highly
+//! efficient cache admission policy", 2017; the adaptive window after Caffeine).
+//!
+//! New entries enter a small *window*. When the window holds more than its share of the
+//! tracked weight, its oldest entry becomes a *candidate* for the main space, which is split
+//! into *probation* and *protected* (80% of main). On eviction the candidate meets the
+//! oldest probation entry, the *victim* (and, if the candidate weighs more, the probation
+//! entries behind it that it would also push out): a frequency sketch of recent accesses
+//! (including keys no longer stored) decides whether the candidate is requested more than
+//! all of them, and the loser leaves. A probation entry hit again moves to protected;
+//! protected overflows back into probation. So one-hit wonders and scans pass through the
+//! window without displacing the popular entries, a loop larger than the cache keeps a
+//! stable part of itself resident, and a hill climber ([`climber`]) widens the window when
+//! recency pays (nearly LRU) and narrows it when frequency does (nearly LFU).
+//!
+//! Hits are recorded under a shared lock: a hit only bumps the entry's atomic count of
+//! pending hits. Queues are therefore CLOCK-ordered rather than strictly LRU: an entry
+//! reaching the front of its queue with pending hits gets its second chance (moved to the
+//! back, or promoted) and its pending hits are folded into the sketch at that moment.
+//!
+//! Invariants (checked by [`TinyLfu::validate`]): every tracked id is on exactly one queue,
+//! the one its metadata names; each queue's weight is the sum of its entries' weights;
+//! pending counts are at most [`MAX_PENDING`]; the candidate queue is empty until the first
+//! eviction; a free id has no pending hits (they are folded when it stops being tracked).
+//! Only the climber's hit count reads pending counts of entries it does not own at the time
+//! (racing readers may bump them): it tolerates an approximate sum.
+
+mod climber;
+mod sketch;
+#[cfg(test)]
+mod tests;
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use super::list::{Links, Queue};
+use super::{EntryId, EvictionPolicy};
+use climber::Climber;
+use sketch::Sketch;
+
+/// Pending hits saturate here: a hot entry stops writing its count (its cache line stays
+/// clean across cores), and the sketch saturates at the same value anyway.
+const MAX_PENDING: u8 = 15;
+/// Protected's share of the main space, in percent.
+const PROTECTED_PERCENT: u64 = 80;
+/// A candidate must be estimated this many accesses above the victim to displace it (per
+/// byte). Estimates of keys requested equally often differ by one depending on where the
+/// last halving fell between their accesses; without the margin a loop just larger than
+/// the cache would trade resident keys for candidates on that noise, losing a hit each time.
+const ADMIT_MARGIN: u64 = 1;
+/// The most probation entries one candidate is weighed against.
+const MAX_VICTIMS: usize = 16;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Place {
+    #[default]
+    Window,
+    /// Left the window, waits for its admission contest.
+    Candidate,
+    Probation,
+    Protected,
+}
+
+#[cfg(any(test, fuzzing))]
+const PLACES: [Place; 4] = [
+    Place::Window,
+    Place::Candidate,
+    Place::Probation,
+    Place::Protected,
+];
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Meta {
+    key_hash: u64,
+    weight: u64,
+    place: Place,
+}
+
+/// The W-TinyLFU policy. See the module documentation.
+#[derive(Debug, Default)]
+pub struct TinyLfu {
+    links: Links,
+    meta: Vec<Meta>,
+    /// Hits since the entry last passed a queue front, saturating at `MAX_PENDING`. Atomic so
+    /// that hits can be recorded under a shared lock; a lost update between racing readers
+    /// only makes the count approximate.
+    pending: Vec<AtomicU8>,
+    /// Indexed by `Place as usize`.
+    queues: [Queue; 4],
+    weights: [u64; 4],
+    sketch: Sketch,
+    climber: Climber,
+    /// Set by the first eviction: until then the cache is filling, and entries leaving the
+    /// window go straight to probation without a contest.
+    full: bool,
+    /// Hit accounting for the climber: hits folded so far, and at the last probe the
+    /// folded hits plus the pending ones then, and the misses since.
+    folded: u64,
+    counted_at_probe: u64,
+    misses_since_probe: u64,
+}
+
+impl TinyLfu {
+    fn total_weight(&self) -> u64 {
+        self.weights.iter().sum()
+    }
+
+    /// Moves `id` from wherever it is to the back of `to`.
+    fn relocate(&mut self, id: EntryId, to: Place) {
+        let m = self.meta[id as usize];
+        self.queues[m.place as usize].unlink(&mut self.links, id);
+        self.weights[m.place as usize] -= m.weight;
+        self.queues[to as usize].push_back(&mut self.links, id);
+        self.weights[to as usize] += m.weight;
+        self.meta[id as usize].place = to;
+    }
+
+    /// Takes `id`'s pending hits into the sketch and the climber's count; returns whether it
+    /// had any.
+    fn fold(&mut self, id: EntryId) -> bool {
+        let hits = std::mem::take(self.pending[id as usize].get_mut());
+        if hits == 0 {
+            return false;
+        }
+        self.sketch
+            .increment(self.meta[id as usize].key_hash, u64::from(hits));
+        self.folded += u64::from(hits);
+        true
+    }
+
+    /// The oldest entry of `place` without pending hits, giving each entry found with hits
+    /// its second chance: back of the window, or promotion (probation to protected;
+    /// protected to its back). At most one pass over the queue, so this ends.
+    fn settle_front(&mut self, place: Place) -> Option<EntryId> {
+        let again = match place {
+            Place::Probation => Place::Protected,
+            other => other,
+        };
+        for _ in 0..self.queues[place as usize].len() {
+            let id = self.queues[place as usize].front()?;
+            if !self.fold(id) {
+                return Some(id);
+            }
+            self.relocate(id, again);
+        }
+        self.queues[place as usize].front()
+    }
+
+    /// Moves window overflow out of the window (to probation while filling, else to the
+    /// candidates) and protected overflow down to probation.
+    fn rebalance(&mut self) {
+        let total = self.total_weight();
+        let window_target = (total as f64 * self.climber.share()) as u64;
+        while self.weights[Place::Window as usize] > window_target {
+            let Some(id) = self.settle_front(Place::Window) else {
+                break;
+            };
+            let to = if self.full {
+                Place::Candidate
+            } else {
+                Place::Probation
+            };
+            self.relocate(id, to);
+        }
+        let main = total - self.weights[Place::Window as usize];
+        let protected_target = main / 100 * PROTECTED_PERCENT;
+        while self.weights[Place::Protected as usize] > protected_target {
+            let Some(id) = self.settle_front(Place::Protected) else {
+                break;
+            };
+            self.relocate(id, Place::Probation);
+        }
+    }
+
+    /// Counts a miss; every so many misses counts the hits since the last probe exactly
+    /// (folded plus still pending: a scan of the pending counts, cheap against the misses
+    /// between probes) and hands both to the climber. Hits alone cannot drive the count:
+    /// they arrive under a shared lock.
+    fn count_miss(&mut self) {
+        self.misses_since_probe += 1;
+        let len = self.len() as u64;
+        if self.misses_since_probe < (len / 8).max(16) {
+            return;
+        }
+        let pending: u64 = self
+            .pending
+            .iter()
+            .map(|p| u64::from(p.load(Ordering::Relaxed)))
+            .sum();
+        let counted = self.folded + pending;
+        let hits = counted.saturating_sub(self.counted_at_probe);
+        self.counted_at_probe = counted;
+        let misses = std::mem::take(&mut self.misses_since_probe);
+        if self.climber.record(hits, misses, 10 * len) {
+            // The hit rate fell sharply: the workload changed, so age the old popularity
+            // now rather than over the next samples, letting the new keys win admission.
+            self.sketch.halve();
+        }
+    }
+
+    /// Stops tracking `id` (unlinks it and takes its weight off its queue); its pending hits
+    /// are folded, so that a free id has none.
+    fn untrack(&mut self, id: EntryId) {
+        self.fold(id);
+        let m = self.meta[id as usize];
+        self.queues[m.place as usize].unlink(&mut self.links, id);
+        self.weights[m.place as usize] -= m.weight;
+    }
+
+    /// Whether the candidate should displace the victim and, if it weighs more, the
+    /// probation entries behind the victim that it would also push out (at most
+    /// [`MAX_VICTIMS`]): it must be estimated more accesses than all of them together, plus
+    /// [`ADMIT_MARGIN`]. Near-ties keep the victims, which are already in main; that is what
+    /// keeps a loop's resident part stable. One large entry thus displaces many small ones
+    /// only when it is requested more than all of them.
+    fn admits(&self, candidate: EntryId, victim: EntryId) -> bool {
+        let c = self.meta[candidate as usize];
+        let fc = self.sketch.estimate(c.key_hash);
+        let probation = &self.queues[Place::Probation as usize];
+        let (mut weight, mut freq, mut at) = (0u64, 0u64, Some(victim));
+        for _ in 0..MAX_VICTIMS {
+            let Some(v) = at else { break };
+            let m = self.meta[v as usize];
+            let pending = u64::from(self.pending[v as usize].load(Ordering::Relaxed));
+            weight += m.weight;
+            freq += self.sketch.estimate(m.key_hash) + pending;
+            if weight >= c.weight || fc <= freq + ADMIT_MARGIN {
+                break;
+            }
+            at = probation.next(&self.links, v);
+        }
+        fc > freq + ADMIT_MARGIN
+    }
+
+    /// The window's current share of the tracked weight (tests and tools).
+    pub fn window_share(&self) -> f64 {
+        self.climber.share()
+    }
+
+    /// Heap bytes the policy holds now: per-id metadata, links and pending counts, and the
+    /// sketch (the figure reported as policy memory per entry).
+    pub fn heap_bytes(&self) -> usize {
+        self.meta.capacity() * std::mem::size_of::<Meta>()
+            + self.pending.capacity()
+            + self.links.heap_bytes()
+            + self.sketch.words() * std::mem::size_of::<u64>()
+    }
+
+    /// Checks the invariants in the module documentation and the sketch's and climber's
+    /// own; only ids `tracked` accepts may be queued (tests and fuzzing).
+    #[cfg(any(test, fuzzing))]
+    pub(crate) fn validate(&self, tracked: &dyn Fn(EntryId) -> bool) {
+        let mut seen = std::collections::HashSet::new();
+        for place in PLACES {
+            let ids = self.queues[place as usize].validate(&self.links, &mut seen);
+            let mut sum = 0;
+            for id in ids {
+                assert!(tracked(id), "W-TinyLFU tracks a free id {id}");
+                let m = self.meta[id as usize];
+                assert_eq!(m.place, place, "id {id} is on another queue");
+                assert!(self.pending[id as usize].load(Ordering::Relaxed) <= MAX_PENDING);
+                sum += m.weight;
+            }
+            assert_eq!(
+                sum, self.weights[place as usize],
+                "{place:?} weight disagrees with its entries"
+            );
+        }
+        assert!(
+            self.full || self.queues[Place::Candidate as usize].len() == 0,
+            "candidates before the first eviction"
+        );
+        self.sketch.validate();
+        self.climber.validate();
+    }
+}
+
+impl EvictionPolicy for TinyLfu {
+    fn insert(&mut self, id: EntryId, key_hash: u64, weight: u64) {
+        let slot = id as usize;
+        if self.meta.len() <= slot {
+            self.meta.resize(slot + 1, Meta::default());
+            self.pending.resize_with(slot + 1, AtomicU8::default);
+        }
+        debug_assert_eq!(
+            *self.pending[slot].get_mut(),
+            0,
+            "free ids have no pending hits"
+        );
+        self.meta[slot] = Meta {
+            key_hash,
+            weight,
+            place: Place::Window,
+        };
+        self.queues[Place::Window as usize].push_back(&mut self.links, id);
+        self.weights[Place::Window as usize] += weight;
+        if self.sketch.ensure_capacity(self.len()) {
+            // A grown sketch starts empty: count every stored key once again, so that the
+            // entries kept so far do not lose their contests to newcomers.
+            let Self {
+                queues,
+                links,
+                sketch,
+                meta,
+                ..
+            } = self;
+            for q in queues.iter() {
+                q.for_each(links, |other| {
+                    if other != id {
+                        sketch.increment(meta[other as usize].key_hash, 1);
+                    }
+                });
+            }
+        }
+        self.sketch.increment(key_hash, 1);
+        self.count_miss();
+        self.rebalance();
+    }
+
+    fn touch(&mut self, id: EntryId) {
+        let p = self.pending[id as usize].get_mut();
+        *p = (*p + 1).min(MAX_PENDING);
+    }
+
+    #[inline]
+    fn touch_shared(&self, id: EntryId) -> bool {
+        let p = &self.pending[id as usize];
+        // Load first: a saturated count is not written.
+        let v = p.load(Ordering::Relaxed);
+        if v < MAX_PENDING {
+            p.store(v + 1, Ordering::Relaxed);
+        }
+        true
+    }
+
+    fn shared_touch(&self) -> bool {
+        true
+    }
+
+    fn update(&mut self, id: EntryId, weight: u64) {
+        let m = &mut self.meta[id as usize];
+        let w = &mut self.weights[m.place as usize];
+        *w = *w - m.weight + weight;
+        m.weight = weight;
+        self.touch(id);
+    }
+
+    fn remove(&mut self, id: EntryId) {
+        self.untrack(id);
+    }
+
+    fn evict(&mut self) -> Option<EntryId> {
+        if !self.full {
+            self.full = true;
+            // Window overflow from now on waits for a contest.
+        }
+        self.rebalance();
+        // Each eviction settles one contest while each insertion may add a candidate, so a
+        // backlog (the whole window overflow at the first eviction, or after the share
+        // shrank) would never drain and its entries would hold space that neither the
+        // window nor main uses. Only the newest candidate waits for a contest; older ones
+        // join probation and compete there as victims.
+        while self.queues[Place::Candidate as usize].len() > 1 {
+            let Some(c) = self.queues[Place::Candidate as usize].front() else {
+                break;
+            };
+            self.relocate(c, Place::Probation);
+        }
+        loop {
+            let candidate = self.queues[Place::Candidate as usize].front();
+            let victim = match self.settle_front(Place::Probation) {
+                Some(v) => Some(v),
+                None => {
+                    // Probation is empty: take protected's oldest down to it.
+                    match self.settle_front(Place::Protected) {
+                        Some(v) => {
+                            self.relocate(v, Place::Probation);
+                            Some(v)
+                        }
+                        None => None,
+                    }
+                }
+            };
+            let loser = match (candidate, victim) {
+                (Some(c), Some(v)) => {
+                    self.fold(c);
+                    if self.admits(c, v) {
+                        self.relocate(c, Place::Probation);
+                        v
+                    } else {
+                        c
+                    }
+                }
+                (Some(c), None) => {
+                    // Main is empty: admit without a contest and look again.
+                    self.fold(c);
+                    self.relocate(c, Place::Probation);
+                    continue;
+                }
+                (None, Some(v)) => v,
+                // Only the window holds entries (its share may be zero while tiny).
+                (None, None) => self.settle_front(Place::Window)?,
+            };
+            self.untrack(loser);
+            return Some(loser);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.queues.iter().map(Queue::len).sum()
+    }
+
+    fn clear(&mut self) {
+        *self = Self::default();
+    }
+}

@@ -1,0 +1,188 @@
+//! A count-min sketch of 4-bit counters that ages by halving (TinyLFU's frequency filter).
+//!
+//! Each key has one counter in each of four rows; its estimate is the least of the four, so
+//! collisions can only raise it. All rows share one table of `u64` words, 16 counters a word.
+//! After `sample` recorded increments every counter is halved, so old popularity fades and a
+//! change of working set is followed within a few samples. The table has two words (32
+//! counters) per key it is sized for, so that a universe several times larger than the
+//! cache still collides little.
+
+/// Counters saturate here (4 bits).
+const MAX_COUNT: u64 = 15;
+/// Keeps the low three bits of every nibble after a shift right by one: halves all 16
+/// counters of a word at once.
+const HALF_MASK: u64 = 0x7777_7777_7777_7777;
+/// Odd multipliers that give each row its own counter for a key.
+const SEEDS: [u64; 4] = [
+    0x9E37_79B9_7F4A_7C15,
+    0xC2B2_AE3D_27D4_EB4F,
+    0x1656_67B1_9E37_79F9,
+    0xD6E8_FEB8_6659_FD93,
+];
+
+#[derive(Debug, Default)]
+pub(super) struct Sketch {
+    /// Invariant: empty or a power of two long.
+    table: Vec<u64>,
+    /// Increments recorded since the last halving (roughly: halving halves it).
+    size: u64,
+    /// Increments between halvings: ten per key the table is sized for.
+    sample: u64,
+}
+
+impl Sketch {
+    /// Resizes (and forgets everything) when the table is too small for `keys` keys, so that
+    /// the sketch grows with the cache without knowing its budget; returns whether it did.
+    /// Resizing doubles, so it happens O(log n) times.
+    pub(super) fn ensure_capacity(&mut self, keys: usize) -> bool {
+        let keys = keys.max(64).next_power_of_two();
+        let want = 2 * keys;
+        if self.table.len() >= want {
+            return false;
+        }
+        self.table = vec![0; want];
+        self.size = 0;
+        self.sample = 10 * keys as u64;
+        true
+    }
+
+    /// The table length, in words (tests and memory accounting).
+    pub(super) fn words(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Where row `row`'s counter of `key_hash` lives: (word index, bit shift).
+    #[inline]
+    fn slot(&self, key_hash: u64, row: usize) -> (usize, u32) {
+        let h = (key_hash ^ (key_hash >> 29)).wrapping_mul(SEEDS[row]);
+        let h = h ^ (h >> 32);
+        let mask = self.table.len() as u64 - 1;
+        // High bits pick the nibble, low bits the word: the two are independent.
+        ((h & mask) as usize, ((h >> 60) as u32) * 4)
+    }
+
+    /// The estimated count of `key_hash` (0 for an empty sketch).
+    pub(super) fn estimate(&self, key_hash: u64) -> u64 {
+        if self.table.is_empty() {
+            return 0;
+        }
+        (0..SEEDS.len())
+            .map(|row| {
+                let (i, shift) = self.slot(key_hash, row);
+                (self.table[i] >> shift) & MAX_COUNT
+            })
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Records `times` accesses to `key_hash` (conservative update: only the rows at the
+    /// minimum grow, which keeps over-estimates from collisions small).
+    pub(super) fn increment(&mut self, key_hash: u64, times: u64) {
+        if self.table.is_empty() {
+            return;
+        }
+        for _ in 0..times {
+            let min = self.estimate(key_hash);
+            if min >= MAX_COUNT {
+                return;
+            }
+            for row in 0..SEEDS.len() {
+                let (i, shift) = self.slot(key_hash, row);
+                if (self.table[i] >> shift) & MAX_COUNT == min {
+                    self.table[i] += 1 << shift;
+                }
+            }
+            self.size += 1;
+            if self.size >= self.sample {
+                self.halve();
+            }
+        }
+    }
+
+    /// Halves every counter.
+    pub(super) fn halve(&mut self) {
+        for w in &mut self.table {
+            *w = (*w >> 1) & HALF_MASK;
+        }
+        self.size /= 2;
+    }
+
+    /// Checks the table shape and the aging bound (tests and fuzzing).
+    #[cfg(any(test, fuzzing))]
+    pub(super) fn validate(&self) {
+        assert!(
+            self.table.is_empty() || self.table.len().is_power_of_two(),
+            "sketch table of {} words",
+            self.table.len()
+        );
+        assert!(
+            self.table.is_empty() || self.size < self.sample,
+            "sketch missed its halving"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_saturate_and_halve() {
+        let mut s = Sketch::default();
+        assert_eq!(s.estimate(1), 0);
+        s.increment(1, 3); // no table yet: nothing recorded
+        assert_eq!(s.estimate(1), 0);
+        s.ensure_capacity(10);
+        assert_eq!(s.words(), 128);
+        s.increment(42, 5);
+        assert_eq!(s.estimate(42), 5);
+        s.increment(42, 100);
+        assert_eq!(s.estimate(42), MAX_COUNT);
+        s.halve();
+        assert_eq!(s.estimate(42), 7);
+        s.validate();
+    }
+
+    #[test]
+    fn ages_after_a_sample_of_increments() {
+        let mut s = Sketch::default();
+        s.ensure_capacity(64);
+        s.increment(7, 8);
+        // Fill one sample with other keys: 7's count must have been halved at least once.
+        for k in 0..s.sample {
+            s.increment(k.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1 << 63, 1);
+            s.validate();
+        }
+        assert!(s.estimate(7) <= 4, "{}", s.estimate(7));
+    }
+
+    #[test]
+    fn distinguishes_frequent_from_rare_keys() {
+        let mut s = Sketch::default();
+        s.ensure_capacity(1000);
+        for k in 0..1000u64 {
+            let h = k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            s.increment(h, if k < 10 { 12 } else { 1 });
+        }
+        let hot = (0..10u64)
+            .map(|k| s.estimate(k.wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+            .min();
+        let cold_over = (10..1000u64)
+            .filter(|k| s.estimate(k.wrapping_mul(0x9E37_79B9_7F4A_7C15)) > 2)
+            .count();
+        assert_eq!(hot, Some(12));
+        assert!(cold_over < 20, "{cold_over} cold keys look warm");
+    }
+
+    #[test]
+    fn growing_forgets_and_keeps_power_of_two() {
+        let mut s = Sketch::default();
+        s.ensure_capacity(100);
+        s.increment(9, 4);
+        s.ensure_capacity(100);
+        assert_eq!(s.estimate(9), 4);
+        s.ensure_capacity(1000);
+        assert_eq!(s.words(), 2048);
+        assert_eq!(s.estimate(9), 0);
+    }
+}

@@ -1,0 +1,186 @@
+//! Behaviour of W-TinyLFU: admission, protection, loops, scans, weights, shared hits.
+
+use super::*;
+
+/// Replays `keys` against a policy bounded to `capacity` unit entries as the store does
+/// (evict while full, then insert); returns the hits.
+fn replay(p: &mut TinyLfu, keys: &[u64], capacity: usize) -> usize {
+    let mut by_key = std::collections::HashMap::new();
+    let mut key_of = std::collections::HashMap::new();
+    let mut free: Vec<EntryId> = (0..capacity as EntryId).rev().collect();
+    let mut hits = 0;
+    for &k in keys {
+        if let Some(&id) = by_key.get(&k) {
+            hits += 1;
+            assert!(p.touch_shared(id));
+            continue;
+        }
+        while free.is_empty() {
+            let v = p.evict().expect("full policy has a victim");
+            by_key.remove(&key_of.remove(&v).expect("victim was stored"));
+            free.push(v);
+        }
+        let id = free.pop().expect("room made");
+        p.insert(id, k.wrapping_mul(0x9E37_79B9_7F4A_7C15), 1);
+        by_key.insert(k, id);
+        key_of.insert(id, k);
+    }
+    p.validate(&|id| key_of.contains_key(&id));
+    hits
+}
+
+#[test]
+fn loop_just_over_capacity_keeps_most_of_it() {
+    let mut p = TinyLfu::default();
+    let keys: Vec<u64> = (0..40_000).map(|i| i % 210).collect();
+    let hits = replay(&mut p, &keys, 200);
+    // Belady keeps about 200 of 210 per pass (95%); LRU would hit nothing.
+    assert!(hits > 36_500, "{hits}");
+    assert_eq!(p.window_share(), 0.0, "a loop wants no window");
+}
+
+#[test]
+fn scans_do_not_flush_the_popular_keys() {
+    let mut p = TinyLfu::default();
+    let mut keys = Vec::new();
+    let mut scan = 1_000_000;
+    for _ in 0..20 {
+        for i in 0..2_000u64 {
+            keys.push(i % 50); // 50 hot keys
+        }
+        for _ in 0..400 {
+            keys.push(scan);
+            scan += 1;
+        }
+    }
+    let hits = replay(&mut p, &keys, 100);
+    // Every hot request after the first pass hits.
+    assert!(hits >= 20 * 2_000 - 200, "{hits}");
+}
+
+#[test]
+fn frequent_candidate_displaces_rare_victim() {
+    let mut p = TinyLfu::default();
+    for id in 0..100 {
+        p.insert(id, 1000 + u64::from(id), 1);
+    }
+    // Filling: only the newest stays in the 1% window, the rest went to probation.
+    assert_eq!(p.queues[Place::Window as usize].len(), 1);
+    assert_eq!(p.evict(), Some(0), "no candidate yet: probation's oldest");
+    // Key 7777 was requested often before (the sketch remembers evicted keys).
+    p.sketch.increment(7777, 10);
+    p.insert(0, 7777, 1);
+    // 99 left the window as a candidate: a tie with victim 1 keeps the victim.
+    assert_eq!(p.meta[99].place, Place::Candidate);
+    assert_eq!(p.evict(), Some(99));
+    p.insert(99, 8888, 1);
+    // Now 7777 is the candidate and wins against 1.
+    assert_eq!(p.evict(), Some(1));
+    assert_eq!(p.meta[0].place, Place::Probation);
+    p.validate(&|id| id != 1);
+}
+
+#[test]
+fn hits_in_probation_promote_to_protected() {
+    let mut p = TinyLfu::default();
+    for id in 0..10 {
+        p.insert(id, u64::from(id) << 8, 1);
+    }
+    p.touch(1);
+    assert!(p.touch_shared(2));
+    assert_eq!(p.evict(), Some(0));
+    assert_eq!(p.evict(), Some(3));
+    assert_eq!(p.meta[1].place, Place::Protected);
+    assert_eq!(p.meta[2].place, Place::Protected);
+    // Pending hits were folded into the sketch.
+    assert!(p.sketch.estimate(1 << 8) >= 2);
+    assert_eq!(*p.pending[1].get_mut(), 0);
+}
+
+#[test]
+fn pending_hits_saturate() {
+    let mut p = TinyLfu::default();
+    p.insert(0, 5, 1);
+    for _ in 0..100 {
+        p.touch_shared(0);
+        p.touch(0);
+    }
+    assert_eq!(*p.pending[0].get_mut(), MAX_PENDING);
+    p.validate(&|id| id == 0);
+}
+
+#[test]
+fn heavy_candidate_needs_more_hits_per_byte() {
+    let mut p = TinyLfu::default();
+    for id in 0..100 {
+        p.insert(id, 1000 + u64::from(id), 10);
+    }
+    assert_eq!(p.evict(), Some(0));
+    // A key seen 3 times weighing 100x a victim seen once: not worth it.
+    p.sketch.increment(4242, 2);
+    p.insert(0, 4242, 1000);
+    p.insert(100, 4343, 10);
+    // Window overflow made 99 and then 0 candidates; only the newest waits for a contest,
+    // 99 joins probation.
+    assert_eq!(p.evict(), Some(0), "the heavy candidate is refused");
+    assert_eq!(p.meta[99].place, Place::Probation);
+    // The same key at the victims' weight would have won.
+    let mut q = TinyLfu::default();
+    for id in 0..100 {
+        q.insert(id, 1000 + u64::from(id), 10);
+    }
+    q.evict();
+    q.sketch.increment(4242, 2);
+    q.insert(0, 4242, 10);
+    q.insert(100, 4343, 10);
+    assert_eq!(q.evict(), Some(1));
+    assert_eq!(q.meta[0].place, Place::Probation);
+}
+
+#[test]
+fn a_backlog_of_candidates_joins_probation() {
+    let mut p = TinyLfu::default();
+    for id in 0..1000 {
+        p.insert(id, u64::from(id), 1);
+    }
+    // Make the window hold ten entries beyond its share, then evict once.
+    for id in 0..10 {
+        p.relocate(id, Place::Window);
+    }
+    p.evict();
+    assert!(p.queues[Place::Candidate as usize].len() <= 1);
+    p.validate(&|id| p.meta[id as usize].place != Place::Window || id < 1000);
+}
+
+#[test]
+fn update_reweighs_and_remove_untracks() {
+    let mut p = TinyLfu::default();
+    for id in 0..5 {
+        p.insert(id, u64::from(id), 2);
+    }
+    p.update(3, 7);
+    assert_eq!(p.total_weight(), 15);
+    p.remove(3);
+    p.remove(4);
+    assert_eq!(p.total_weight(), 6);
+    assert_eq!(p.len(), 3);
+    p.validate(&|id| id < 3);
+    let mut all: Vec<_> = std::iter::from_fn(|| p.evict()).collect();
+    all.sort_unstable();
+    assert_eq!(all, vec![0, 1, 2]);
+    assert!(p.is_empty());
+    p.validate(&|_| false);
+}
+
+#[test]
+fn heap_bytes_grow_with_entries() {
+    let mut p = TinyLfu::default();
+    assert_eq!(p.heap_bytes(), 0);
+    for id in 0..1000 {
+        p.insert(id, u64::from(id), 1);
+    }
+    let per_entry = p.heap_bytes() as f64 / 1000.0;
+    assert!((33.0..80.0).contains(&per_entry), "{per_entry}");
+    p.clear();
+    assert_eq!(p.heap_bytes(), 0);
+}
