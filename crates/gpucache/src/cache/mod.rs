@@ -512,7 +512,7 @@ impl Cache {
                 Err(Error::ValueTooLarge { .. }) => false,
                 Err(e) => return Err(e),
             };
-            let (_, kept_below) = self.record_put(key, value);
+            let (_, kept_below) = self.record_put(key, value, false);
             return match in_memory || kept_below {
                 true => Ok(()),
                 false => Err(self.too_large_for_memory(value_len)),
@@ -520,13 +520,11 @@ impl Cache {
         }
         // Recorded before memory changes: a lookup that misses memory meanwhile finds this
         // value (or its tombstone) rather than an older one below.
-        let (seq, kept_below) = self.record_put(key, value.clone());
+        let (seq, kept_below) = self.record_put(key, value.clone(), true);
         let latest = || self.pending.is_latest(key, seq);
-        if self
-            .memory
-            .insert_if(key, value, memory_mode, latest)
-            .is_err()
-        {
+        let inserted = self.memory.insert_if(key, value, memory_mode, latest);
+        self.pending.unpin(key, seq);
+        if inserted.is_err() {
             // Too large for a memory shard: kept below only, and memory must not answer
             // with the key's older value.
             self.memory.remove(key);
@@ -548,9 +546,10 @@ impl Cache {
     /// Records a store and queues it for the lower tiers: `(its sequence number, whether it
     /// was queued)`. One that is not queued leaves a tombstone, and a removal is queued in
     /// its place if it can be, so that the key's older value below is not served.
-    fn record_put(&self, key: &[u8], value: Bytes) -> (u64, bool) {
+    /// A `pin`ned store stays recorded until [`Pending::unpin`].
+    fn record_put(&self, key: &[u8], value: Bytes, pin: bool) -> (u64, bool) {
         let mut queued = false;
-        let seq = self.pending.record(key, Some(value.clone()), |seq| {
+        let seq = self.pending.record(key, Some(value.clone()), pin, |seq| {
             let Some(queue) = self.writer.as_ref().map(|w| w.queue()) else {
                 return false;
             };
@@ -604,7 +603,7 @@ impl Cache {
     pub fn remove(&self, key: &[u8]) -> bool {
         if !self.lower.is_empty() {
             // Recorded first: from now on no lookup installs the value read from below.
-            self.pending.record(key, None, |seq| {
+            self.pending.record(key, None, false, |seq| {
                 self.writer
                     .as_ref()
                     .is_some_and(|w| w.queue().remove(Bytes::copy_from_slice(key), seq))

@@ -61,6 +61,12 @@ struct Entry {
     seq: u64,
     /// `None`: a tombstone (removed, or a newer value the lower tiers do not have).
     value: Option<Bytes>,
+    /// The storing thread has yet to put the value into memory: the entry stays until it
+    /// has ([`Pending::unpin`]), so that [`Pending::is_latest`] can tell this store from a
+    /// newer one of the same key even when the writer was quicker than the memory insert.
+    pinned: bool,
+    /// Written to every lower tier while pinned: forgotten when unpinned.
+    written: bool,
 }
 
 #[derive(Debug, Default)]
@@ -110,11 +116,13 @@ impl Pending {
     /// Records a store of `value` (`None`: a removal, or a value that will not reach the
     /// lower tiers) and runs `queue` under the lock, so that the writer sees the writes of
     /// a key in order. `queue` gets the sequence number and says whether it queued the
-    /// write; a value not queued is recorded as a tombstone.
+    /// write; a value not queued is recorded as a tombstone. A `pin`ned store stays
+    /// recorded until [`unpin`](Self::unpin), written or not.
     pub(crate) fn record(
         &self,
         key: &[u8],
         value: Option<Bytes>,
+        pin: bool,
         queue: impl FnOnce(u64) -> bool,
     ) -> u64 {
         let mut s = self.state.lock();
@@ -126,8 +134,28 @@ impl Pending {
             touched.insert(key.clone());
         }
         let value = value.filter(|_| queued);
-        s.entries.insert(key, Entry { seq, value });
+        let entry = Entry {
+            seq,
+            value,
+            pinned: pin,
+            written: false,
+        };
+        s.entries.insert(key, entry);
         seq
+    }
+
+    /// The store of sequence number `seq` of `key` is in memory (or was refused there):
+    /// its record is no longer pinned, and is forgotten if the writer has written it.
+    pub(crate) fn unpin(&self, key: &[u8], seq: u64) {
+        let mut s = self.state.lock();
+        if let Some(entry) = s.entries.get_mut(key) {
+            if entry.seq == seq {
+                entry.pinned = false;
+                if entry.written {
+                    s.entries.remove(key);
+                }
+            }
+        }
     }
 
     /// Records a clear and runs `queue` (which queues it) under the lock; the lower tiers
@@ -158,10 +186,12 @@ impl Pending {
                 if entry.seq != seq {
                     continue; // A newer write of the key is still on its way.
                 }
-                if ok {
-                    s.entries.remove(&key);
-                } else {
+                if !ok {
                     entry.value = None;
+                } else if entry.pinned {
+                    entry.written = true;
+                } else {
+                    s.entries.remove(&key);
                 }
             }
         }
@@ -213,11 +243,9 @@ impl Pending {
     /// may go into memory). Called under the memory shard's lock.
     pub(crate) fn is_latest(&self, key: &[u8], seq: u64) -> bool {
         let s = self.state.lock();
-        // Written already and forgotten: a later write of the key may be written too.
-        s.clear_seq < seq
-            && s.entries
-                .get(key)
-                .map_or(s.written <= seq, |e| e.seq == seq)
+        // The store is pinned until its memory insert is done: no record of `seq` means a
+        // newer write of the key or a clear replaced it.
+        s.clear_seq < seq && s.entries.get(key).is_some_and(|e| e.seq == seq)
     }
 
     /// Runs `f` (a preload install) unless `key` was written since the preload started, or
@@ -235,5 +263,53 @@ impl Pending {
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.state.lock().entries.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_written_before_its_memory_insert_is_still_the_latest() {
+        // Two threads store two keys; the writer writes both before the first thread puts
+        // its value into memory. Its store is still the key's latest: memory must take it
+        // (before pinning, the higher sequence number written of the other key made it look
+        // overtaken, and the value reached neither memory nor, with the disk gone, anything).
+        let p = Pending::default();
+        let a = p.record(b"a", Some(Bytes::from_static(b"1")), true, |_| true);
+        let b = p.record(b"b", Some(Bytes::from_static(b"2")), true, |_| true);
+        p.written(
+            [(Bytes::from_static(b"a"), a), (Bytes::from_static(b"b"), b)].into_iter(),
+            true,
+        );
+        assert!(p.is_latest(b"a", a));
+        assert!(p.is_latest(b"b", b));
+        p.unpin(b"a", a);
+        p.unpin(b"b", b);
+        assert_eq!(p.len(), 0, "written and unpinned: forgotten");
+    }
+
+    #[test]
+    fn a_newer_store_of_the_key_or_a_clear_overtakes_a_pinned_one() {
+        let p = Pending::default();
+        let old = p.record(b"k", Some(Bytes::from_static(b"old")), true, |_| true);
+        let new = p.record(b"k", Some(Bytes::from_static(b"new")), true, |_| true);
+        p.written(
+            [
+                (Bytes::from_static(b"k"), old),
+                (Bytes::from_static(b"k"), new),
+            ]
+            .into_iter(),
+            true,
+        );
+        assert!(!p.is_latest(b"k", old));
+        assert!(p.is_latest(b"k", new));
+        p.unpin(b"k", old); // Leaves the newer record alone.
+        assert!(p.is_latest(b"k", new));
+        p.clear(|| ());
+        assert!(!p.is_latest(b"k", new));
+        p.unpin(b"k", new);
+        assert_eq!(p.len(), 0);
     }
 }
