@@ -70,7 +70,9 @@ fn populate(dir: &Path, ids: std::ops::Range<u32>) {
 }
 
 /// Stores `ids` and checks that the flush fails and the stats say so; memory serves them.
-fn stores_are_reported_lost(cache: &Cache, ids: std::ops::Range<u32>) {
+/// `available` follows the last write: a read-only directory stays unavailable, while a full
+/// file system can take a smaller batch after the failed ones (`stays_unavailable` false).
+fn stores_are_reported_lost(cache: &Cache, ids: std::ops::Range<u32>, stays_unavailable: bool) {
     for id in ids.clone() {
         cache.insert(&key(id), value_for(id, 2, 900)).unwrap();
     }
@@ -78,7 +80,7 @@ fn stores_are_reported_lost(cache: &Cache, ids: std::ops::Range<u32>) {
     let d = cache.stats().disk.unwrap();
     println!("flush: {flushed:?}; stats: {d:?}");
     assert!(flushed.is_err(), "a flush of stores that missed the disk");
-    assert!(!d.available, "{d:?}");
+    assert!(!stays_unavailable || !d.available, "{d:?}");
     assert!(d.write_errors > 0, "{d:?}");
     assert!(d.last_error.is_some(), "{d:?}");
     for id in ids {
@@ -105,7 +107,7 @@ fn a_read_only_directory_says_so_and_flush_fails_for_stores() {
     for id in 0..100 {
         assert_eq!(get_checked(&cache, id), Some(1), "key {id} from disk");
     }
-    stores_are_reported_lost(&cache, 100..150);
+    stores_are_reported_lost(&cache, 100..150, true);
 }
 
 #[test]
@@ -121,7 +123,7 @@ fn a_directory_turned_read_only_while_in_use_says_so() {
     let Some(_mount) = read_only_bind(&dir) else {
         return;
     };
-    stores_are_reported_lost(&cache, 50..100);
+    stores_are_reported_lost(&cache, 50..100, true);
     for id in 0..50 {
         assert_eq!(get_checked(&cache, id), Some(1));
     }
@@ -141,7 +143,7 @@ fn a_full_file_system_says_so_and_recovers_when_space_returns() {
     let cache = builder(&dir).max_memory_bytes(64 << 20).open().unwrap();
     assert!(cache.disk_error().is_none());
     // 1 MiB of values into 256 KiB.
-    stores_are_reported_lost(&cache, 0..1000);
+    stores_are_reported_lost(&cache, 0..1000, false);
     // Space returns (the cache is cleared): writes work again and the stats say so.
     cache.clear().unwrap();
     cache.insert(&key(5000), value_for(5000, 1, 900)).unwrap();
