@@ -20,6 +20,7 @@
 mod bounded;
 mod pending;
 mod preload;
+mod stats;
 mod write_behind;
 
 use std::path::{Path, PathBuf};
@@ -28,20 +29,22 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use crate::disk::{check_owner, identity_subdir, DirAccess, DiskConfig, DiskStats, DiskTier};
+use crate::disk::{check_owner, identity_subdir, DirAccess, DiskConfig, DiskTier};
 use crate::hash::KeyHasher;
 use crate::identity::MAX_IDENTITY_LEN;
 use crate::metrics::Counter;
 use crate::store::copy_if_fits;
 use crate::tier::{Queued, Tier, TierStats};
+use crate::MemoryPressure;
 use crate::{
     Error, EvictionListener, Identity, InsertMode, Lookup, PolicyKind, Result, Store, StoreBuilder,
 };
-use crate::{MemoryPressure, StoreStats};
 use bounded::BoundedReader;
 use pending::{install, Below, Pending};
 use preload::Preload;
 use write_behind::WriteBehind;
+
+pub use stats::CacheStats;
 
 /// Configures and opens a [`Cache`]; each setter states its default.
 #[derive(Clone, Debug)]
@@ -785,30 +788,6 @@ impl Drop for Cache {
         // Dropping the writer drains its queue, makes it durable and joins it.
         self.writer.take();
     }
-}
-
-/// Counters of a [`Cache`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct CacheStats {
-    /// Lookups answered, from memory or a lower tier.
-    pub hits: u64,
-    /// Lookups that found nothing in any tier.
-    pub misses: u64,
-    /// The memory tier's counters (its misses include lookups a lower tier then answered).
-    pub memory: StoreStats,
-    /// The disk tier's counters, if there is a disk tier.
-    pub disk: Option<DiskStats>,
-    /// Every lower tier's counters, in order (the disk tier first, when there is one).
-    pub tiers: Vec<TierStats>,
-    /// Entries loaded into memory by the start-up preload.
-    pub preloaded: u64,
-    /// Bytes of stores waiting for the write-behind thread now.
-    pub write_queue_bytes: u64,
-    /// Stores kept in memory only because the write-behind queue was full.
-    pub write_queue_dropped: u64,
-    /// Why there is no disk tier, if one was asked for.
-    pub disk_error: Option<String>,
 }
 
 #[cfg(test)]
