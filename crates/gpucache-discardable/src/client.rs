@@ -195,6 +195,11 @@ impl ClientDiscardableManager {
         self.pools.get(&pool).map(|p| p.mem.fd())
     }
 
+    /// The mapping of `pool` (a service in the same process registers it directly).
+    pub fn pool_memory(&self, pool: PoolId) -> Option<&Arc<SharedMemory>> {
+        self.pools.get(&pool).map(|p| &p.mem)
+    }
+
     /// Pools made since the last call (the channel registers them with the service).
     pub fn take_new_pools(&mut self) -> Vec<PoolId> {
         std::mem::take(&mut self.new_pools)

@@ -18,6 +18,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 mod client;
+pub mod frame_loop;
 mod service;
 mod shm;
 pub mod word;
