@@ -77,7 +77,11 @@ fn lock_unlock_delete_race() {
             let locks = client.join().unwrap();
             assert_eq!(locks, unlocks);
             if !deleted {
-                assert_eq!(word::delete(&*w), Ok(()), "every lock dropped: delete succeeds");
+                assert_eq!(
+                    word::delete(&*w),
+                    Ok(()),
+                    "every lock dropped: delete succeeds"
+                );
             }
             assert!(!word::lock(&*w));
             assert_eq!(word::unlock(&*w), Err(word::DELETED));
