@@ -61,7 +61,7 @@ impl SharedMemory {
     pub fn from_fd(fd: OwnedFd) -> Result<Self, Error> {
         let st = fs::fstat(&fd).map_err(io::Error::from)?;
         let size = u64::try_from(st.st_size).unwrap_or(0);
-        if size == 0 || size > MAX_POOL_SIZE || size % u64::from(WORD_SIZE) != 0 {
+        if size == 0 || size > MAX_POOL_SIZE || !size.is_multiple_of(u64::from(WORD_SIZE)) {
             return Err(Error::PoolSize(size));
         }
         Self::map(fd, size as usize)
@@ -108,7 +108,7 @@ impl SharedMemory {
     /// The word at byte `offset`: `None` unless `offset` is a multiple of 4 inside the mapping.
     pub fn word(&self, offset: u32) -> Option<&AtomicU32> {
         let off = offset as usize;
-        if offset % WORD_SIZE != 0 || off.checked_add(WORD_SIZE as usize)? > self.len {
+        if !offset.is_multiple_of(WORD_SIZE) || off.checked_add(WORD_SIZE as usize)? > self.len {
             return None;
         }
         // SAFETY: `off + 4 <= len`, so the 4 bytes lie in the live mapping; mmap returns a
