@@ -83,6 +83,9 @@ pub enum Error {
     /// A new handle must start locked; its word reads `word`.
     #[error("handle not locked at initialise (word {0})")]
     NotLockedAtInit(u32),
+    /// The size would take the service's total past `u64::MAX`.
+    #[error("size {0} too large")]
+    SizeTooLarge(u64),
     /// The client manager does not know this handle (freed or never made).
     #[error("unknown handle {0:?}")]
     UnknownHandle(HandleId),

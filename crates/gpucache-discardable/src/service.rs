@@ -251,6 +251,10 @@ impl ServiceDiscardableManager {
         if self.live_words.contains(&(client, pool, offset)) {
             return Err(Error::HandleInUse { pool, offset });
         }
+        let total = self
+            .total
+            .checked_add(size)
+            .ok_or(Error::SizeTooLarge(size))?;
         let w = handle.value();
         if w < word::LOCKED_ONCE {
             return Err(Error::NotLockedAtInit(w));
@@ -278,7 +282,7 @@ impl ServiceDiscardableManager {
         if let Some(c) = self.clients.get_mut(&client) {
             c.resources.insert(resource, id);
         }
-        self.total += size;
+        self.total = total;
         self.locked += size;
         self.enforce(self.budget);
         self.flush();
@@ -327,7 +331,9 @@ impl ServiceDiscardableManager {
         let Some(e) = self.entries.get_mut(id as usize).and_then(Option::as_mut) else {
             return Err(Error::UnknownResource { client, resource });
         };
-        self.total = self.total - e.size + size;
+        self.total = (self.total - e.size)
+            .checked_add(size)
+            .ok_or(Error::SizeTooLarge(size))?;
         if e.unlocked {
             self.policy.update(id, size);
         } else {

@@ -392,6 +392,19 @@ fn hostile_inputs_are_typed_errors() {
     let (rd, _wr) = rustix::pipe::pipe().unwrap();
     assert!(r.s.register_pool_fd(1, 51, rd).is_err());
     assert_eq!(r.s.stats().resources, 1);
+    // Sizes that would overflow the total.
+    let h2 = r.c.initialize().unwrap();
+    assert!(matches!(
+        r.s.initialize(1, 0, 7, h2.pool, h2.offset, u64::MAX),
+        Err(Error::SizeTooLarge(_))
+    ));
+    r.s.initialize(1, 0, 7, h2.pool, h2.offset, K).unwrap();
+    assert!(matches!(
+        r.s.resize(1, 7, u64::MAX),
+        Err(Error::SizeTooLarge(_))
+    ));
+    assert_eq!(r.s.size_of(1, 7), Some(K));
+    assert_eq!(r.s.stats().total_bytes, 2 * K);
 }
 
 #[test]
