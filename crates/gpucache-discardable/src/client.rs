@@ -1,6 +1,7 @@
 //! The client's manager: handles carved from shared-memory pools.
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
@@ -10,6 +11,24 @@ use crate::{word, DiscardableHandle, Error, PoolId};
 /// Names one handle of a client; never reused within a manager.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct HandleId(pub u64);
+
+/// Hashes handle ids (sequential integers) with one multiply: the map sits on the lock path.
+#[derive(Clone, Copy, Debug, Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
 
 /// A handle the client made: what it sends to the service with the resource's id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +86,7 @@ impl Pool {
 pub struct ClientDiscardableManager {
     pool_bytes: usize,
     pools: BTreeMap<PoolId, Pool>,
-    handles: HashMap<HandleId, (PoolId, u32)>,
+    handles: HashMap<HandleId, (PoolId, DiscardableHandle), BuildHasherDefault<IdHasher>>,
     /// Freed by the client, not yet deleted by the service: (pool, slot).
     pending: Vec<(PoolId, u32)>,
     next_handle: u64,
@@ -89,7 +108,7 @@ impl ClientDiscardableManager {
         ClientDiscardableManager {
             pool_bytes: pool_bytes.max(1).div_ceil(page) * page,
             pools: BTreeMap::new(),
-            handles: HashMap::new(),
+            handles: HashMap::default(),
             pending: Vec::new(),
             next_handle: 1,
             next_pool: 1,
@@ -130,7 +149,7 @@ impl ClientDiscardableManager {
         h.initialize_locked();
         let id = HandleId(self.next_handle);
         self.next_handle += 1;
-        self.handles.insert(id, (pool, offset));
+        self.handles.insert(id, (pool, h));
         Ok(ClientHandle { id, pool, offset })
     }
 
@@ -140,23 +159,20 @@ impl ClientDiscardableManager {
 
     /// The handle of `id` (keep it to lock without a map lookup).
     pub fn handle(&self, id: HandleId) -> Option<DiscardableHandle> {
-        let &(pool, offset) = self.handles.get(&id)?;
-        self.handle_at(pool, offset)
+        self.handles.get(&id).map(|(_, h)| h.clone())
     }
 
     /// Locks `id` through shared memory: `Ok(false)` when the service deleted it.
     pub fn lock(&self, id: HandleId) -> Result<bool, Error> {
-        let &(pool, offset) = self.handles.get(&id).ok_or(Error::UnknownHandle(id))?;
-        let p = self.pools.get(&pool).ok_or(Error::UnknownHandle(id))?;
-        let w = p.mem.word(offset).ok_or(Error::UnknownHandle(id))?;
-        Ok(word::lock(w))
+        let (_, h) = self.handles.get(&id).ok_or(Error::UnknownHandle(id))?;
+        Ok(h.lock())
     }
 
     /// Forgets `id` (the client deleted its resource and told the service). Its slot is
     /// reused once the service has deleted the handle.
     pub fn free(&mut self, id: HandleId) -> Result<(), Error> {
-        let (pool, offset) = self.handles.remove(&id).ok_or(Error::UnknownHandle(id))?;
-        self.pending.push((pool, offset / WORD_SIZE));
+        let (pool, h) = self.handles.remove(&id).ok_or(Error::UnknownHandle(id))?;
+        self.pending.push((pool, h.offset() / WORD_SIZE));
         self.reclaim();
         Ok(())
     }
