@@ -103,8 +103,11 @@ pub fn measure(settings: &Settings) -> Result<Results> {
     for (case, runs) in &mut cases {
         let path = case.cache_path(&home(settings, *case));
         runs.disk = pagecache::disk_usage(&path)?;
-        runs.mesa_context_bytes =
-            pagecache::disk_usage(&path.join(gpucache_ffi::MESA_CONTEXT_CACHE_SUBDIR))?.allocated;
+        if path.is_dir() {
+            runs.mesa_context_bytes =
+                pagecache::disk_usage(&path.join(gpucache_ffi::MESA_CONTEXT_CACHE_SUBDIR))?
+                    .allocated;
+        }
         runs.slow = vec![Vec::new(); settings.profiles.len()];
     }
     let (throttle, profiles_skipped) = if settings.profiles.is_empty() {
