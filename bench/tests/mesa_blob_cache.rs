@@ -7,6 +7,8 @@
 //!   new (no program was recompiled), and every program links and draws the same pixels.
 //! - The install helper recognises Mesa and answers too-small buffers with a miss.
 //! - Each Mesa back end of the benchmark creates the folder it is named after.
+//! - The hybrid (`gpucache_egl_mesa_context_cache`): Mesa keeps what context creation
+//!   compiles inside gpucache's directory, every program goes to the callbacks.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -119,4 +121,89 @@ fn each_mesa_back_end_creates_the_folder_it_is_named_after() {
         assert_eq!(r.report.linked, 3);
         case.check_folders(&home).unwrap();
     }
+}
+
+/// One `gl_run` process of the hybrid on the first five programs: Mesa's own cache left on
+/// (nothing inherited may disable or move it), pointed into gpucache's directory.
+fn hybrid_run(home: &Path, cache: &Path) -> RunReport {
+    let mut cmd = Command::new(gl_run());
+    cmd.envs(mesa::env().expect("Mesa 25: run scripts/setup-mesa (scripts/test does)"));
+    for (name, _) in std::env::vars_os() {
+        let n = name.to_string_lossy();
+        if n.starts_with("MESA_SHADER_CACHE")
+            || n.starts_with("MESA_GLSL_CACHE")
+            || n.starts_with("MESA_DISK_CACHE")
+        {
+            cmd.env_remove(&name);
+        }
+    }
+    let out = cmd
+        .env("HOME", home)
+        .env("XDG_CACHE_HOME", home.join("xdg"))
+        .args([
+            "--callbacks",
+            "gpucache",
+            "--mesa-context-cache",
+            "--cache-path",
+        ])
+        .arg(cache)
+        .arg("--corpus")
+        .arg(corpus_dir())
+        .args(["--limit", "5"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "gl_run failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    RunReport::parse(&String::from_utf8_lossy(&out.stdout)).unwrap()
+}
+
+#[test]
+fn the_hybrid_keeps_context_shaders_in_mesa_files_inside_gpucache_and_programs_in_gpucache() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let first = hybrid_run(tmp.path(), &cache);
+    assert_eq!(first.linked, 5);
+    assert!(
+        first.sets >= 5,
+        "every program went to gpucache's callbacks: {first:?}"
+    );
+    let db = cache.join("mesa-context/mesa_shader_cache_db/part0/mesa_cache.db");
+    let mesa_bytes = std::fs::metadata(&db)
+        .unwrap_or_else(|e| panic!("Mesa's files are not in gpucache's directory ({e}): {db:?}"))
+        .len();
+    let gpucache_bytes: u64 = std::fs::read_dir(&cache)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("seg-"))
+        .map(|e| e.metadata().unwrap().len())
+        .sum();
+    assert!(
+        mesa_bytes > 64,
+        "context creation stored its shaders in Mesa's cache ({mesa_bytes} bytes)"
+    );
+    assert!(
+        mesa_bytes * 4 < gpucache_bytes,
+        "Mesa's files hold only what context creation compiles: {mesa_bytes} bytes against gpucache's {gpucache_bytes}"
+    );
+    assert!(
+        !tmp.path().join("xdg").exists() && !tmp.path().join(".cache").exists(),
+        "nothing reached Mesa's default location"
+    );
+    let second = hybrid_run(tmp.path(), &cache);
+    assert_eq!(second.linked, 5);
+    assert!(second.gets >= 5, "{second:?}");
+    assert_eq!(second.hits, second.gets, "every get hits: {second:?}");
+    assert_eq!(second.sets, 0, "nothing compiled again: {second:?}");
+    // Mesa writes its entries from a queue that checks for callbacks when it runs: an entry
+    // context creation compiled in the first process may have gone to gpucache instead (if
+    // the queue ran after the install), and the second process then stores it in Mesa's
+    // files. Either way Mesa's files keep only context creation's few shaders.
+    let mesa_after = std::fs::metadata(&db).unwrap().len();
+    assert!(
+        mesa_after * 4 < gpucache_bytes,
+        "Mesa's files still hold only what context creation compiles: {mesa_after} bytes"
+    );
 }

@@ -5,7 +5,7 @@
 //!
 //! Usage: `gl_run --callbacks none|gpucache|floor [--cache-path P] [--programs
 //! source|cache|floor] [--programs-path P] [--api gl|gles] [--corpus DIR] [--variants N]
-//! [--limit N] [--pixels FILE] [--histograms FILE]`.
+//! [--limit N] [--mesa-context-cache] [--pixels FILE] [--histograms FILE]`.
 
 use std::path::PathBuf;
 
@@ -69,6 +69,10 @@ struct Args {
     /// Only the first N programs.
     #[arg(long)]
     limit: Option<usize>,
+    /// With `--callbacks gpucache`: keep Mesa's own cache on, inside the cache directory, for
+    /// what context creation compiles (the hybrid).
+    #[arg(long)]
+    mesa_context_cache: bool,
     /// Write `name linked pixel-hash` lines here.
     #[arg(long)]
     pixels: Option<PathBuf>,
@@ -99,6 +103,7 @@ fn main() -> anyhow::Result<()> {
         variants: args.variants,
         cache_path: args.cache_path,
         limit: args.limit,
+        mesa_context_cache: args.mesa_context_cache,
     };
     let (report, drawn, histograms) = run_once(&options)?;
     if let (Some(path), Some(h)) = (&args.histograms, &histograms) {

@@ -1,11 +1,12 @@
 //! The warm-start benchmark (issue "C ABI and EGL_ANDROID_blob_cache on a real driver"):
 //! fresh processes compile, link and draw the kodi shadertoy corpus on Mesa 25 (llvmpipe)
 //! with no cache, Mesa's three disk caches, gpucache through the blob-cache callbacks, and
-//! an in-process map (the floor); hot and cold page cache. Prints Markdown tables.
+//! an in-process map (the floor); hot and cold page cache, and cold on emulated slow
+//! storage (eMMC, SATA SSD, hard disk). Prints Markdown tables.
 //!
 //! Needs Mesa 25 and the corpus: `scripts/run` sets both up and runs this.
 //! Usage: `warm_start [--variants 1,10] [--warm-runs N] [--populate-runs N] [--limit N]
-//! [--dir DIR]`.
+//! [--dir DIR] [--storage emmc,ssd,hdd|IOPS:BPS|none]`.
 
 use std::path::PathBuf;
 
@@ -13,6 +14,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use gpucache_bench::gl::cases::Workload;
 use gpucache_bench::gl::corpus;
+use gpucache_bench::gl::throttle::Profile;
 use gpucache_bench::gl::warm_start::{measure, sibling_gl_run, Settings};
 
 #[derive(Parser)]
@@ -33,6 +35,11 @@ struct Args {
     /// Where the cases' caches live (default: .cache/warm-start in the project).
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// Storage profiles for extra cold runs through the kernel's block-I/O throttle: `emmc`,
+    /// `ssd`, `hdd`, `IOPS:BYTES_PER_S`, or `none`. Skipped with a note where the throttle
+    /// is unavailable (it needs root and cgroup v1 blkio or the v2 io controller).
+    #[arg(long, value_delimiter = ',', default_value = "emmc,ssd,hdd")]
+    storage: Vec<String>,
     /// The corpus (default: what scripts/fetch-corpus downloads).
     #[arg(long)]
     corpus: Option<PathBuf>,
@@ -44,6 +51,12 @@ fn main() -> anyhow::Result<()> {
     let dir = args
         .dir
         .unwrap_or_else(|| corpus::workspace_root().join(".cache/warm-start"));
+    let profiles = args
+        .storage
+        .iter()
+        .filter(|s| s.as_str() != "none")
+        .map(|s| Profile::parse(s))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     for variants in args.variants {
         let settings = Settings {
             gl_run: gl_run.clone(),
@@ -59,6 +72,7 @@ fn main() -> anyhow::Result<()> {
                 .warm_runs
                 .unwrap_or(if variants <= 1 { 15 } else { 10 }),
             dir: dir.join(format!("v{variants}")),
+            profiles: profiles.clone(),
         };
         let results = measure(&settings).context("warm-start comparison")?;
         println!("{}", results.render());

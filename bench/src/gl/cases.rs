@@ -20,7 +20,8 @@ pub enum Case {
     MesaMultiFile,
     /// `MESA_DISK_CACHE_SINGLE_FILE=1`.
     MesaSingleFile,
-    /// gpucache through the callbacks, Mesa's disk cache disabled.
+    /// gpucache through the callbacks; Mesa's own cache only for what context creation
+    /// compiles, inside gpucache's directory (the hybrid).
     Gpucache,
     /// gpucache's callbacks and its program cache (gpucache-gl) together.
     GpucachePrograms,
@@ -122,18 +123,21 @@ impl Case {
                 };
                 "none"
             }
-            Case::Gpucache | Case::GpucachePrograms | Case::Floor => {
-                cmd.env("MESA_SHADER_CACHE_DISABLE", "true");
+            Case::Gpucache | Case::GpucachePrograms => {
+                // The hybrid: gl_run points Mesa's own cache into gpucache's directory
+                // (gpucache_egl_mesa_context_cache) for what context creation compiles.
+                cmd.arg("--mesa-context-cache");
                 cmd.arg("--cache-path").arg(self.cache_path(home));
                 if self == Case::GpucachePrograms {
                     cmd.args(["--programs", "cache", "--programs-path"])
                         .arg(home.join("programs"));
                 }
-                if self == Case::Floor {
-                    "floor"
-                } else {
-                    "gpucache"
-                }
+                "gpucache"
+            }
+            Case::Floor => {
+                cmd.env("MESA_SHADER_CACHE_DISABLE", "true");
+                cmd.arg("--cache-path").arg(self.cache_path(home));
+                "floor"
             }
         };
         cmd.args(["--callbacks", callbacks])
@@ -192,6 +196,8 @@ pub struct Run {
     pub report: RunReport,
     /// Spawn to exit.
     pub wall: Duration,
+    /// Reads that reached the device (cold runs under a storage profile).
+    pub io: Option<super::throttle::IoCount>,
 }
 
 /// Runs one process of `case` and parses its report.
@@ -211,5 +217,9 @@ pub fn run(case: Case, gl_run: &Path, home: &Path, workload: &Workload) -> Resul
         );
     }
     let report = RunReport::parse(&String::from_utf8_lossy(&out.stdout))?;
-    Ok(Run { report, wall })
+    Ok(Run {
+        report,
+        wall,
+        io: None,
+    })
 }

@@ -12,6 +12,8 @@ pub mod mesa;
 pub mod pagecache;
 pub mod programs;
 pub mod report;
+mod slow_report;
+pub mod throttle;
 pub mod warm_start;
 
 use std::path::PathBuf;
@@ -81,6 +83,9 @@ pub struct RunOptions {
     pub cache_path: Option<PathBuf>,
     /// Only the first `limit` programs.
     pub limit: Option<usize>,
+    /// With gpucache's callbacks: Mesa's own cache kept on inside gpucache's directory for
+    /// what context creation compiles (`gpucache_egl_mesa_context_cache`, the hybrid).
+    pub mesa_context_cache: bool,
 }
 
 /// Runs the whole job in this process and reports it, with the program cache's histograms
@@ -107,7 +112,12 @@ pub fn run_once(
     let setup = std::time::Instant::now();
     match options.callbacks {
         Callbacks::None => {}
-        Callbacks::Gpucache => configure_gpucache(&cache_path()?)?,
+        Callbacks::Gpucache => {
+            configure_gpucache(&cache_path()?)?;
+            if options.mesa_context_cache {
+                mesa_context_cache()?;
+            }
+        }
         Callbacks::Floor => floor::load(&cache_path()?)?,
     }
     let setup = setup.elapsed();
@@ -246,6 +256,17 @@ fn configure_gpucache(dir: &std::path::Path) -> Result<()> {
     let code = unsafe { gpucache_ffi::gpucache_egl_configure(&config) };
     if code != gpucache_ffi::GPUCACHE_OK {
         bail!("gpucache_egl_configure: {}", error_name(code));
+    }
+    Ok(())
+}
+
+/// The hybrid: Mesa's own cache in `<dir>/mesa-context`, set before the display exists.
+fn mesa_context_cache() -> Result<()> {
+    // SAFETY: called before the display is created, while this process has no other thread
+    // that reads or writes the environment (gpucache's preload thread does not).
+    let code = unsafe { gpucache_ffi::gpucache_egl_mesa_context_cache(0) };
+    if code != gpucache_ffi::GPUCACHE_OK {
+        bail!("gpucache_egl_mesa_context_cache: {}", error_name(code));
     }
     Ok(())
 }

@@ -14,6 +14,7 @@ use anyhow::{Context as _, Result};
 
 use super::cases::{run, Case, Run, Workload};
 use super::pagecache::{self, DiskUsage};
+use super::throttle::{Profile, Throttle};
 use crate::disk::measure::{median, ms};
 
 /// Settings of one comparison.
@@ -29,6 +30,8 @@ pub struct Settings {
     pub warm_runs: usize,
     /// Parent of the cases' folders (emptied first).
     pub dir: PathBuf,
+    /// Storage profiles for extra cold runs (the block-I/O throttle); empty: none.
+    pub profiles: Vec<Profile>,
 }
 
 /// Everything measured for one case.
@@ -42,6 +45,11 @@ pub struct CaseRuns {
     pub hot: Vec<Run>,
     /// The cache after the last populating run.
     pub disk: DiskUsage,
+    /// Cold runs under each storage profile of [`Results::profiles`], in its order.
+    pub slow: Vec<Vec<Run>>,
+    /// Bytes of Mesa's own cache inside gpucache's directory (the hybrid's
+    /// `mesa-context`), part of `disk`.
+    pub mesa_context_bytes: u64,
 }
 
 /// The comparison's results, by case in [`Case::ALL`] order.
@@ -53,6 +61,10 @@ pub struct Results {
     pub cases: Vec<(Case, CaseRuns)>,
     /// Bytes of the values Mesa stored (what the floor holds).
     pub values_bytes: u64,
+    /// The storage profiles measured.
+    pub profiles: Vec<Profile>,
+    /// Why the profiles were skipped, when they were.
+    pub profiles_skipped: Option<String>,
 }
 
 fn home(settings: &Settings, case: Case) -> PathBuf {
@@ -89,8 +101,32 @@ pub fn measure(settings: &Settings) -> Result<Results> {
         }
     }
     for (case, runs) in &mut cases {
-        runs.disk = pagecache::disk_usage(&case.cache_path(&home(settings, *case)))?;
+        let path = case.cache_path(&home(settings, *case));
+        runs.disk = pagecache::disk_usage(&path)?;
+        if path.is_dir() {
+            runs.mesa_context_bytes =
+                pagecache::disk_usage(&path.join(gpucache_ffi::MESA_CONTEXT_CACHE_SUBDIR))?
+                    .allocated;
+        }
+        runs.slow = vec![Vec::new(); settings.profiles.len()];
     }
+    let (throttle, profiles_skipped) = if settings.profiles.is_empty() {
+        (None, None)
+    } else {
+        match Throttle::create(&settings.dir) {
+            Ok(t) => (Some(t), None),
+            Err(e) => {
+                let note = format!("storage profiles skipped: no block-I/O throttle ({e:#})");
+                println!("Note: {note}\n");
+                (None, Some(note))
+            }
+        }
+    };
+    let profiles = if throttle.is_some() {
+        settings.profiles.clone()
+    } else {
+        Vec::new()
+    };
     for round in 0..settings.warm_runs {
         for i in 0..n {
             let (case, runs) = &mut cases[(i + round) % n];
@@ -110,6 +146,20 @@ pub fn measure(settings: &Settings) -> Result<Results> {
             ));
             runs.cold.push(cold);
             runs.hot.push(hot);
+            if let Some(throttle) = &throttle {
+                for (p, profile) in profiles.iter().enumerate() {
+                    let r = slow_run(throttle, profile, *case, settings, &home)?;
+                    log(&format!(
+                        "warm {round} {} on {}: cold {:.0} ms, wall {:.0} ms, {:?}",
+                        case.label(),
+                        profile.name,
+                        r.report.cld_ms(),
+                        ms(r.wall),
+                        r.io.unwrap_or_default()
+                    ));
+                    runs.slow[p].push(r);
+                }
+            }
         }
     }
     let floor = &cases
@@ -119,31 +169,59 @@ pub fn measure(settings: &Settings) -> Result<Results> {
         .1;
     let values_bytes = floor.populate.last().map_or(0, |r| r.report.values_bytes);
     let programs = floor.populate.last().map_or(0, |r| r.report.programs);
+    drop(throttle);
     Ok(Results {
         programs,
         cases,
         values_bytes,
+        profiles,
+        profiles_skipped,
     })
 }
 
-fn median_of(runs: &[Run], f: impl Fn(&Run) -> f64) -> f64 {
+/// One cold run under `profile`: the case's files evicted, this process moved into the
+/// throttled group for the run (so is the child it starts), the group's reads counted.
+fn slow_run(
+    throttle: &Throttle,
+    profile: &Profile,
+    case: Case,
+    settings: &Settings,
+    home: &Path,
+) -> Result<Run> {
+    pagecache::evict(&case.cache_path(home))
+        .with_context(|| format!("evicting {}", case.label()))?;
+    throttle.limit(profile)?;
+    let before = throttle.counts()?;
+    throttle.enter()?;
+    let result = run(case, &settings.gl_run, home, &settings.workload);
+    throttle.leave()?;
+    let after = throttle.counts()?;
+    let mut r = result?;
+    r.io = Some(super::throttle::IoCount {
+        reads: after.reads.saturating_sub(before.reads),
+        bytes: after.bytes.saturating_sub(before.bytes),
+    });
+    Ok(r)
+}
+
+pub(super) fn median_of(runs: &[Run], f: impl Fn(&Run) -> f64) -> f64 {
     median(&runs.iter().map(f).collect::<Vec<_>>())
 }
 
-fn cld(runs: &[Run]) -> f64 {
+pub(super) fn cld(runs: &[Run]) -> f64 {
     median_of(runs, |r| r.report.cld_ms())
 }
 
-fn wall(runs: &[Run]) -> f64 {
+pub(super) fn wall(runs: &[Run]) -> f64 {
     median_of(runs, |r| ms(r.wall))
 }
 
-fn create(runs: &[Run]) -> f64 {
+pub(super) fn create(runs: &[Run]) -> f64 {
     median_of(runs, |r| r.report.create_ms)
 }
 
 impl Results {
-    fn case(&self, case: Case) -> &CaseRuns {
+    pub(super) fn case(&self, case: Case) -> &CaseRuns {
         &self
             .cases
             .iter()
@@ -208,6 +286,7 @@ impl Results {
             self.values_bytes as f64 / 1e6
         );
         out.push_str(&self.verdicts());
+        out.push_str(&self.render_profiles());
         out
     }
 
@@ -265,6 +344,27 @@ impl Results {
             verdict(cld(&gp.hot) < cld(&g.hot)),
             wall(&gp.hot),
             verdict(wall(&gp.hot) < best_mesa_wall)
+        );
+        let best = |f: &dyn Fn(&[Run]) -> f64, hot: bool| {
+            mesa.iter()
+                .map(|&c| {
+                    let r = self.case(c);
+                    f(if hot { &r.hot } else { &r.cold })
+                })
+                .fold(f64::INFINITY, f64::min)
+        };
+        let _ = writeln!(
+            out,
+            "- process wall time (the hybrid: Mesa's cache for context creation in gpucache's directory, {:.1} KB of it): hot {:.0} ms against the best Mesa back end's {:.0} ms: {}; cold {:.0} against {:.0} ms: {}; context creation hot {:.1} ms against {:.1} ms",
+            g.mesa_context_bytes as f64 / 1e3,
+            wall(&g.hot),
+            best(&wall, true),
+            verdict(wall(&g.hot) <= best(&wall, true)),
+            wall(&g.cold),
+            best(&wall, false),
+            verdict(wall(&g.cold) <= best(&wall, false)),
+            create(&g.hot),
+            best(&create, true),
         );
         let (gets, hits): (u64, u64) = g
             .hot

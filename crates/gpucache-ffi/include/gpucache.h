@@ -1073,6 +1073,34 @@ int32_t gpucache_egl_install(void *display);
 int32_t gpucache_egl_install_with_loader(void *display, void *(*get_proc_address)(const char*));
 
 /**
+ * Points Mesa's own disk cache at `<directory>/mesa-context` inside the configured blob
+ * cache's directory, bounded by `max_bytes` (0: 4 MiB; rounded up to whole KiB), so that
+ * what Mesa compiles while creating a context (its internal shaders) is cached by Mesa,
+ * while every program compiled after `gpucache_egl_install` goes to gpucache's callbacks.
+ *
+ * Order: `gpucache_egl_configure`, this, `eglInitialize`, `eglCreateContext`,
+ * `gpucache_egl_install`. It sets environment variables that Mesa reads when it creates
+ * its disk cache: `MESA_SHADER_CACHE_DIR`, `MESA_SHADER_CACHE_MAX_SIZE` and
+ * `MESA_DISK_CACHE_DATABASE_NUM_PARTS=1` (Mesa 25's default database back end in one
+ * part: two files instead of a hundred; its 1.3 MB size index is created sparse beforehand,
+ * so only the pages Mesa writes take space), and removes the deprecated `MESA_GLSL_CACHE_DIR`
+ * and `MESA_GLSL_CACHE_MAX_SIZE` so that nothing else chooses the folder or the bound.
+ * Drivers other than Mesa ignore these variables.
+ *
+ * Returns `GPUCACHE_OK`, `GPUCACHE_ERROR_NOT_CONFIGURED` (no blob cache),
+ * `GPUCACHE_ERROR_UNSUPPORTED` (the cache has no directory, or the environment disables
+ * Mesa's cache with `MESA_SHADER_CACHE_DISABLE`/`MESA_GLSL_CACHE_DISABLE`: the caller's
+ * choice is kept) or `GPUCACHE_ERROR_IO` (the subdirectory cannot be created).
+ *
+ * # Safety
+ *
+ * It changes the process environment: call it before other threads may read or change the
+ * environment (in practice, early, before EGL is initialised and before threads that call
+ * `getenv` start).
+ */
+int32_t gpucache_egl_mesa_context_cache(uint64_t max_bytes);
+
+/**
  * Opens a session on the cache named by `desc->identifier`, creating it if needed, and
  * stores the handle in `*out` (NULL on failure).
  *

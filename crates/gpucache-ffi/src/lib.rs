@@ -3,7 +3,8 @@
 //! - The `EGL_ANDROID_blob_cache` callbacks [`gpucache_egl_set`] and [`gpucache_egl_get`]
 //!   over a process-global cache ([`gpucache_egl_configure`], [`gpucache_egl_flush`],
 //!   [`gpucache_egl_shutdown`], [`gpucache_egl_stats`]) and an install helper for an
-//!   `EGLDisplay` ([`gpucache_egl_install`]).
+//!   `EGLDisplay` ([`gpucache_egl_install`]), and Mesa's own cache kept inside gpucache's
+//!   directory for what context creation compiles ([`gpucache_egl_mesa_context_cache`]).
 //! - D3D12-style cache sessions ([`gpucache_session_open`] and the `gpucache_session_*`
 //!   functions) and cache control ([`gpucache_cache_control`]).
 //! - The GPU program cache (`gpucache-gl`) on the caller's GL context
@@ -22,10 +23,12 @@ mod egl;
 mod error;
 mod gl;
 mod install;
+mod mesa_env;
 mod session;
 
 pub use egl::*;
 pub use error::*;
 pub use gl::*;
 pub use install::*;
+pub use mesa_env::*;
 pub use session::*;
