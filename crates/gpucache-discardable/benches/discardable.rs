@@ -19,20 +19,6 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// ns per operation of `f` run `n` times; median of `rounds`.
-fn time(rounds: usize, n: u32, mut f: impl FnMut(u32)) -> f64 {
-    let v = (0..rounds)
-        .map(|_| {
-            let t = Instant::now();
-            for i in 0..n {
-                f(i);
-            }
-            t.elapsed().as_nanos() as f64 / f64::from(n)
-        })
-        .collect();
-    median(v)
-}
-
 fn cas_loop(w: &AtomicU32) -> bool {
     let mut cur = w.load(Ordering::Relaxed);
     loop {
@@ -48,11 +34,39 @@ fn cas_loop(w: &AtomicU32) -> bool {
     }
 }
 
+/// One timed run of `n` operations: ns per operation.
+fn once(n: u32, f: &mut dyn FnMut()) -> f64 {
+    let t = Instant::now();
+    for _ in 0..n {
+        f();
+    }
+    t.elapsed().as_nanos() as f64 / f64::from(n)
+}
+
+/// Rounds of the baseline and the case back to back (the machine is shared: its load
+/// changes between rounds); the medians of the case's ns and of the per-round ratios.
+fn versus(
+    rounds: usize,
+    n: u32,
+    base: &mut dyn FnMut(),
+    case: &mut dyn FnMut(),
+) -> (f64, f64, f64) {
+    let (mut b, mut c, mut r) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let tb = once(n, base);
+        let tc = once(n, case);
+        b.push(tb);
+        c.push(tc);
+        r.push(tc / tb);
+    }
+    (median(b), median(c), median(r))
+}
+
 fn lock_bench(quick: bool) {
     let (rounds, n) = if quick {
         (3, 1_000_000)
     } else {
-        (7, 20_000_000)
+        (9, 10_000_000)
     };
     let base = Box::new(AtomicU32::new(2));
     let mem = Arc::new(SharedMemory::create(1, false).expect("memfd"));
@@ -60,18 +74,26 @@ fn lock_bench(quick: bool) {
     h.initialize_locked();
     let mut client = ClientDiscardableManager::default();
     let ch = client.initialize().expect("handle");
-
-    let t_base = time(rounds, n, |_| {
+    let mut b = || {
         black_box(cas_loop(black_box(&base)));
-    });
-    let t_lock = time(rounds, n, |_| {
+    };
+    let mut l = || {
         black_box(black_box(&h).lock());
-    });
-    let t_mgr = time(rounds, n, |_| {
+    };
+    println!(
+        "lock fast path: ns per lock, median of {rounds} rounds of {n}, each round after a round"
+    );
+    println!("of the baseline (an uncontended AtomicU32 CAS loop on the heap); ratio = median per round:");
+    let (tb, tl, rl) = versus(rounds, n, &mut b, &mut l);
+    println!("  baseline CAS loop                        {tb:6.2}");
+    println!("  DiscardableHandle::lock, shm, uncont.    {tl:6.2}  ({rl:.2}x)");
+    let (_, tm, rm) = versus(rounds, n, &mut b, &mut || {
         black_box(client.lock(black_box(ch.id)).ok());
     });
-    // The service unlocks the same word as fast as it can (worst case), then paced.
-    let contended = |pause: u32| {
+    println!("  ClientDiscardableManager::lock (by id)   {tm:6.2}  ({rm:.2}x)");
+    // The service unlocks the same word as fast as it can (worst case, a core spinning on the
+    // cache line), then paced: an unlock, then a 10 us sleep (a service waiting for messages).
+    for paced in [false, true] {
         let stop = Arc::new(AtomicBool::new(false));
         let svc = {
             let (h, stop) = (h.clone(), stop.clone());
@@ -81,40 +103,19 @@ fn lock_bench(quick: bool) {
                     if h.unlock().is_ok() {
                         unlocks += 1;
                     }
-                    for _ in 0..pause {
-                        std::hint::spin_loop();
+                    if paced {
+                        std::thread::sleep(std::time::Duration::from_micros(10));
                     }
                 }
                 unlocks
             })
         };
-        let t = time(rounds, n, |_| {
-            black_box(black_box(&h).lock());
-        });
+        let (_, t, r) = versus(rounds, n, &mut b, &mut l);
         stop.store(true, Ordering::Relaxed);
         let unlocks = svc.join().unwrap_or(0);
-        (t, unlocks)
-    };
-    let (t_hot, u_hot) = contended(0);
-    let (t_paced, u_paced) = contended(1000);
-    println!("lock fast path, ns per lock (median of {rounds} rounds of {n}):");
-    println!("  AtomicU32 CAS loop, heap, uncontended   {t_base:6.2}");
-    println!(
-        "  DiscardableHandle::lock, shm, uncont.   {t_lock:6.2}  ({:.2}x)",
-        t_lock / t_base
-    );
-    println!(
-        "  ClientDiscardableManager::lock (by id)  {t_mgr:6.2}  ({:.2}x)",
-        t_mgr / t_base
-    );
-    println!(
-        "  lock, service unlocking flat out        {t_hot:6.2}  ({:.2}x, {u_hot} unlocks)",
-        t_hot / t_base
-    );
-    println!(
-        "  lock, service unlocking paced           {t_paced:6.2}  ({:.2}x, {u_paced} unlocks)",
-        t_paced / t_base
-    );
+        let what = if paced { "every 10 us" } else { "flat out   " };
+        println!("  lock, service unlocking {what}      {t:6.2}  ({r:.2}x, {unlocks} unlocks)");
+    }
 }
 
 fn frame_bench(quick: bool) {

@@ -43,6 +43,9 @@ pub enum Error {
     /// A pool of this size cannot be made or mapped (empty, not whole words, too large).
     #[error("pool size {0} not accepted")]
     PoolSize(u64),
+    /// The pool's fd is not a memfd sealed (or sealable) against shrinking.
+    #[error("pool fd not sealed against shrinking")]
+    NotSealed,
     /// The client is not registered with the service.
     #[error("unknown client {0}")]
     UnknownClient(ClientId),

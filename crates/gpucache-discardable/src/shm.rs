@@ -5,7 +5,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::AtomicU32;
 
-use rustix::fs::{self, MemfdFlags};
+use rustix::fs::{self, MemfdFlags, SealFlags};
 use rustix::mm::{self, MapFlags, ProtFlags};
 
 use crate::Error;
@@ -47,18 +47,28 @@ impl SharedMemory {
             return Err(Error::PoolSize(len as u64));
         }
         let flags = if inheritable {
-            MemfdFlags::empty()
+            MemfdFlags::ALLOW_SEALING
         } else {
-            MemfdFlags::CLOEXEC
+            MemfdFlags::ALLOW_SEALING | MemfdFlags::CLOEXEC
         };
         let fd = fs::memfd_create("gpucache-discardable", flags).map_err(io::Error::from)?;
         fs::ftruncate(&fd, len as u64).map_err(io::Error::from)?;
+        // Sealed against shrinking, so that no process can cut the mapping short under
+        // another (an access past the end of a shrunk file would be SIGBUS).
+        fs::fcntl_add_seals(&fd, SealFlags::SHRINK).map_err(io::Error::from)?;
         Self::map(fd, len)
     }
 
     /// Maps a memfd received from a client (its size from `fstat`). Refuses an empty fd, a
-    /// size that is not whole words, or one over [`MAX_POOL_SIZE`].
+    /// size that is not whole words, or one over [`MAX_POOL_SIZE`], and a file that can
+    /// shrink: it must be a memfd sealed against shrinking (sealed here when it allows it), so
+    /// that a client cannot cut the mapping short under the service.
     pub fn from_fd(fd: OwnedFd) -> Result<Self, Error> {
+        let sealed = fs::fcntl_get_seals(&fd).is_ok_and(|s| s.contains(SealFlags::SHRINK))
+            || fs::fcntl_add_seals(&fd, SealFlags::SHRINK).is_ok();
+        if !sealed {
+            return Err(Error::NotSealed);
+        }
         let st = fs::fstat(&fd).map_err(io::Error::from)?;
         let size = u64::try_from(st.st_size).unwrap_or(0);
         if size == 0 || size > MAX_POOL_SIZE || !size.is_multiple_of(u64::from(WORD_SIZE)) {

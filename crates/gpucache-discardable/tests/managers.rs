@@ -384,13 +384,26 @@ fn hostile_inputs_are_typed_errors() {
     ));
     // An empty memfd, and one not a whole number of words.
     for len in [0u64, 6] {
-        let fd = rustix::fs::memfd_create("t", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+        let flags = rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING;
+        let fd = rustix::fs::memfd_create("t", flags).unwrap();
         rustix::fs::ftruncate(&fd, len).unwrap();
         assert!(matches!(r.s.register_pool_fd(1, 50, fd), Err(Error::PoolSize(l)) if l == len));
     }
-    // A pipe is not mappable: an i/o error.
+    // A pipe, and a memfd that could shrink under the service (no sealing): refused.
     let (rd, _wr) = rustix::pipe::pipe().unwrap();
-    assert!(r.s.register_pool_fd(1, 51, rd).is_err());
+    assert!(matches!(
+        r.s.register_pool_fd(1, 51, rd),
+        Err(Error::NotSealed)
+    ));
+    let fd = rustix::fs::memfd_create("t", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    rustix::fs::ftruncate(&fd, 4096).unwrap();
+    assert!(matches!(
+        r.s.register_pool_fd(1, 52, fd),
+        Err(Error::NotSealed)
+    ));
+    // A client's pool cannot be shrunk once made.
+    let pfd = r.c.pool_fd(h.pool).unwrap();
+    assert!(rustix::fs::ftruncate(pfd, 0).is_err());
     assert_eq!(r.s.stats().resources, 1);
     // Sizes that would overflow the total.
     let h2 = r.c.initialize().unwrap();
