@@ -5,4 +5,5 @@ pub mod belady;
 pub mod disk;
 pub mod gl;
 pub mod replay;
+pub mod selfcheck;
 pub mod traces;

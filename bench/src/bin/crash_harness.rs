@@ -24,6 +24,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use gpucache::{Cache, CacheBuilder};
+use gpucache_bench::selfcheck::{key, value_for, verify};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -86,63 +87,6 @@ fn builder(dir: &Path) -> CacheBuilder {
         .max_segment_bytes(64 << 10)
         .max_disk_bytes(1 << 20)
         .max_memory_bytes(256 << 10)
-}
-
-// ---------------------------------------------------------------------------------------
-// Self-verifying values (the same scheme as crates/gpucache/tests/common).
-
-fn key(id: u32) -> Vec<u8> {
-    let mut k = format!("key/{id:08}/").into_bytes();
-    let pad = (id.wrapping_mul(2_654_435_761) >> 27) as usize;
-    k.extend((0..pad).map(|i| b'a' + ((id as usize + i) % 26) as u8));
-    k
-}
-
-const MAGIC: [u8; 4] = *b"GPCV";
-const HEADER_LEN: usize = 20;
-const TRAILER_LEN: usize = 8;
-
-fn value_for(id: u32, version: u64, len: usize) -> Vec<u8> {
-    let len = len.max(HEADER_LEN + TRAILER_LEN);
-    let mut v = Vec::with_capacity(len);
-    v.extend_from_slice(&MAGIC);
-    v.extend_from_slice(&id.to_le_bytes());
-    v.extend_from_slice(&version.to_le_bytes());
-    v.extend_from_slice(&(len as u32).to_le_bytes());
-    let mut rng = StdRng::seed_from_u64(u64::from(id) << 40 ^ version.rotate_left(17) ^ len as u64);
-    v.resize(len - TRAILER_LEN, 0);
-    rng.fill(&mut v[HEADER_LEN..]);
-    let h = fnv1a(&v);
-    v.extend_from_slice(&h.to_le_bytes());
-    v
-}
-
-fn verify(id: u32, bytes: &[u8]) -> Result<u64, String> {
-    if bytes.len() < HEADER_LEN + TRAILER_LEN || bytes[..4] != MAGIC {
-        return Err(format!("key {id}: not a value ({} bytes)", bytes.len()));
-    }
-    let owner = u32::from_le_bytes(bytes[4..8].try_into().unwrap());
-    let version = u64::from_le_bytes(bytes[8..16].try_into().unwrap());
-    let len = u32::from_le_bytes(bytes[16..20].try_into().unwrap()) as usize;
-    if owner != id {
-        return Err(format!("key {id}: value of key {owner}"));
-    }
-    if len != bytes.len() {
-        return Err(format!(
-            "key {id} v{version:#x}: {} bytes, header says {len}",
-            bytes.len()
-        ));
-    }
-    if value_for(id, version, len) != bytes {
-        return Err(format!("key {id} v{version:#x}: bytes differ"));
-    }
-    Ok(version)
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
 
 // ---------------------------------------------------------------------------------------

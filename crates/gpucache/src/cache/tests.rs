@@ -190,8 +190,9 @@ fn a_store_the_queue_had_no_room_for_leaves_a_tombstone() {
     assert_eq!(open().get(b"k"), None);
 }
 
-#[test]
-fn a_lookup_racing_a_removal_does_not_bring_the_value_back() {
+/// A cache over a gate tier holding `k` = `old`, with a lookup of `k` held inside the tier's
+/// read while `during` runs; returns the cache once the lookup has finished.
+fn with_a_lookup_held_in_its_read(during: impl FnOnce(&Cache)) -> Cache {
     let tier = gate_tier(&[(b"k", b"old")]);
     let cache = Cache::builder()
         .tier(tier.clone())
@@ -202,51 +203,35 @@ fn a_lookup_racing_a_removal_does_not_bring_the_value_back() {
     std::thread::scope(|scope| {
         let reader = scope.spawn(|| cache.get(b"k"));
         tier.read_gate.wait_entered();
+        during(&cache);
+        tier.read_gate.release();
+        // The racing lookup may answer with the value it read: it began before `during`.
+        let _ = reader.join().unwrap();
+    });
+    cache
+}
+
+#[test]
+fn a_lookup_racing_a_removal_does_not_bring_the_value_back() {
+    let cache = with_a_lookup_held_in_its_read(|cache| {
         assert!(!cache.remove(b"k"));
         cache.flush().unwrap();
-        tier.read_gate.release();
-        // The racing lookup may answer with the value it read: it began before the removal.
-        let _ = reader.join().unwrap();
     });
     assert_eq!(cache.get(b"k"), None, "removed, yet back in memory");
 }
 
 #[test]
 fn a_lookup_racing_a_clear_does_not_bring_the_value_back() {
-    let tier = gate_tier(&[(b"k", b"old")]);
-    let cache = Cache::builder()
-        .tier(tier.clone())
-        .preload(false)
-        .open()
-        .unwrap();
-    tier.read_gate.arm();
-    std::thread::scope(|scope| {
-        let reader = scope.spawn(|| cache.get(b"k"));
-        tier.read_gate.wait_entered();
-        cache.clear().unwrap();
-        tier.read_gate.release();
-        let _ = reader.join().unwrap();
-    });
+    let cache = with_a_lookup_held_in_its_read(|cache| cache.clear().unwrap());
     assert_eq!(cache.get(b"k"), None, "cleared, yet back in memory");
 }
 
 #[test]
 fn a_lookup_racing_a_store_keeps_the_newer_value() {
-    let tier = gate_tier(&[(b"k", b"old")]);
-    let cache = Cache::builder()
-        .tier(tier.clone())
-        .preload(false)
-        .open()
-        .unwrap();
-    tier.read_gate.arm();
-    std::thread::scope(|scope| {
-        let reader = scope.spawn(|| cache.get(b"k"));
-        tier.read_gate.wait_entered();
+    let cache = with_a_lookup_held_in_its_read(|cache| {
         cache.insert(b"k", b"new".to_vec()).unwrap();
         cache.flush().unwrap();
         cache.trim(MemoryPressure::Critical);
-        tier.read_gate.release();
-        let _ = reader.join().unwrap();
     });
     assert_eq!(cache.get(b"k").as_deref(), Some(&b"new"[..]));
 }
