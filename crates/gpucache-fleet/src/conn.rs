@@ -125,8 +125,12 @@ impl Conn {
 /// Whether `e` leaves the connection usable: the server answered (with an error such as
 /// `OOM` or `WRONGTYPE`), as opposed to a transport failure or a timeout.
 pub(crate) fn server_answered(e: &RedisError) -> bool {
-    !(e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal())
-        && e.code().is_some()
+    !(e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_unrecoverable_error()
+        || e.kind() == redis::ErrorKind::ClusterConnectionNotFound)
 }
 
 /// A connection that is re-opened when needed, not sooner than its backoff allows.
