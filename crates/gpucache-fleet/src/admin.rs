@@ -81,7 +81,7 @@ pub type PullSink<'a> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'a;
 pub struct FleetAdmin {
     url: FleetUrl,
     link: Link,
-    keys: KeyRing,
+    keys: Option<KeyRing>,
     io_timeout: Duration,
 }
 
@@ -94,8 +94,9 @@ impl std::fmt::Debug for FleetAdmin {
 }
 
 impl FleetAdmin {
-    /// Connects to the fleet at `url`, signing and checking with `keys`.
-    pub fn connect(url: &str, keys: KeyRing, io_timeout: Duration) -> Result<Self> {
+    /// Connects to the fleet at `url`, signing and checking with `keys` (needed by
+    /// [`push`](Self::push) and [`pull`](Self::pull), not by the counts).
+    pub fn connect(url: &str, keys: Option<KeyRing>, io_timeout: Duration) -> Result<Self> {
         let url = FleetUrl::parse(url)?;
         let mut link = Link::new(Target::new(&url, io_timeout)?, io_timeout);
         conn(&mut link)?;
@@ -125,6 +126,7 @@ impl FleetAdmin {
         let names = Names::new(identity.namespace());
         let id_bytes = entry::identity_bytes(identity);
         let text = describe(identity);
+        let signer = self.keys.as_ref().ok_or(Error::NoKey)?.current.clone();
         let c = conn(&mut self.link)?;
         let held: std::collections::HashSet<[u8; 16]> =
             ops::index_members(c, &names)?.into_iter().collect();
@@ -138,7 +140,7 @@ impl FleetAdmin {
                     report.already_held += 1;
                     continue;
                 }
-                let bytes = entry::encode(&self.keys.current, &id_bytes, key, value);
+                let bytes = entry::encode(&signer, &id_bytes, key, value);
                 report.value_bytes += value.len() as u64;
                 report.wire_bytes += bytes.len() as u64;
                 batch.push(Encoded { hash, bytes });
@@ -161,6 +163,7 @@ impl FleetAdmin {
     ) -> Result<PullReport> {
         let names = Names::new(identity.namespace());
         let id_bytes = entry::identity_bytes(identity);
+        let keys = self.keys.clone().ok_or(Error::NoKey)?;
         let hashes = ops::index_members(conn(&mut self.link)?, &names)?;
         let total = hashes.len() as u64;
         let mut report = PullReport::default();
@@ -168,7 +171,7 @@ impl FleetAdmin {
         for chunk in hashes.chunks(CHUNK) {
             let c = conn(&mut self.link)?;
             let max = usize::MAX >> 1;
-            for pulled in ops::fetch(c, &names, &self.keys, &id_bytes, max, chunk)? {
+            for pulled in ops::fetch(c, &names, &keys, &id_bytes, max, chunk)? {
                 match pulled {
                     Pulled::Entry(key, value, _) => {
                         report.pulled += 1;

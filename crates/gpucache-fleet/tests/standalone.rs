@@ -133,10 +133,10 @@ fn identities_live_side_by_side_and_keys_rotate() {
 
     let mut admin = gpucache_fleet::FleetAdmin::connect(
         &redis.url(),
-        gpucache_fleet::KeyRing::new(
+        Some(gpucache_fleet::KeyRing::new(
             gpucache_fleet::FleetKey::from_material(&[2; 32]).unwrap(),
             None,
-        ),
+        )),
         Duration::from_secs(1),
     )
     .unwrap();
