@@ -46,7 +46,7 @@ fn run(fault: Fault) {
     let kf = key_file(tmp.path(), "fleet.key", &[0x5a; 40]);
     let dir = tmp.path().join("machine");
     let m = machine_with(&dir, &redis.url(), &kf, true, |b| {
-        b.io_timeout(Duration::from_millis(300))
+        b.io_timeout(Duration::from_secs(1))
     });
     m.cache.wait_for_preload();
     // Healthy first half.
