@@ -417,6 +417,17 @@ impl ServiceDiscardableManager {
         self.entry(id).map(|e| e.size)
     }
 
+    /// The resource's lock word now (a hint: the client may change it at once).
+    pub fn word_of(&self, client: ClientId, resource: ResourceId) -> Option<u32> {
+        let id = self.lookup(client, resource).ok()?;
+        self.entry(id).map(|e| e.handle.value())
+    }
+
+    /// Resources tracked for `client`.
+    pub fn resource_count(&self, client: ClientId) -> usize {
+        self.clients.get(&client).map_or(0, |c| c.resources.len())
+    }
+
     /// Whether the service holds the resource as unlocked (evictable).
     pub fn is_unlocked(&self, client: ClientId, resource: ResourceId) -> Option<bool> {
         let id = self.lookup(client, resource).ok()?;
