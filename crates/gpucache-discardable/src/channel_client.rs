@@ -161,15 +161,19 @@ impl ChannelClient {
     }
 
     /// Deletes the resource; its slot is reused once the service has deleted the handle.
+    /// It is locked first, so that the service cannot evict it while the delete travels; a
+    /// resource the service already deleted is only forgotten here (no message).
     pub fn delete(&mut self, resource: ResourceId) -> Result<(), Error> {
-        let (h, _) = self
+        let (h, handle) = self
             .resources
             .remove(&resource)
             .ok_or(Error::UnknownResource {
                 client: 0,
                 resource,
             })?;
-        self.push(ClientMessage::Delete { resource })?;
+        if handle.lock() {
+            self.push(ClientMessage::Delete { resource })?;
+        }
         self.manager.free(h.id)?;
         self.sync_pools()
     }

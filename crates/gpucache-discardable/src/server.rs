@@ -96,7 +96,7 @@ impl Default for ServerConfig {
 pub struct ServerStats {
     /// Clients connected now.
     pub connected: usize,
-    /// Connections accepted.
+    /// Connections accepted (clients are numbered 1, 2, ... in this order).
     pub accepted: u64,
     /// Messages decoded.
     pub messages: u64,
