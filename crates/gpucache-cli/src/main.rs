@@ -6,6 +6,7 @@
 //! not a cache directory, a damaged file, I/O).
 
 mod bundle;
+mod discardable;
 mod maintain;
 mod output;
 mod progress;
@@ -155,6 +156,48 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Discardable GPU memory across processes: this process serves real GL textures and
+    /// buffers (Mesa llvmpipe through EGL) under one budget; `--clients` client processes
+    /// lock, draw with and unlock theirs every frame. Prints budget, bytes used, evictions and
+    /// failed locks per frame, then a summary.
+    DiscardableDemo {
+        /// Client processes.
+        #[arg(long, default_value_t = 3)]
+        clients: u32,
+        /// Frames each client runs.
+        #[arg(long, default_value_t = 120)]
+        frames: u32,
+        /// The service's budget in MiB.
+        #[arg(long, default_value_t = 64)]
+        budget_mib: u64,
+        /// Eviction policy (lru, s3-fifo, tinylfu).
+        #[arg(long, default_value = "tinylfu")]
+        policy: PolicyKind,
+        /// Resources per client (textures of 64² to 512² and, one in eight, buffers).
+        #[arg(long, default_value_t = 64)]
+        textures: u32,
+        /// Seed of the clients' working sets and frame choices.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Plain accounting instead of GL objects.
+        #[arg(long)]
+        no_gl: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One client process of `discardable-demo` (started by it).
+    #[command(hide = true)]
+    DiscardableClient {
+        #[arg(long)]
+        socket: PathBuf,
+        #[arg(long)]
+        frames: u32,
+        #[arg(long)]
+        textures: u32,
+        #[arg(long)]
+        seed: u64,
+    },
 }
 
 /// How a command that ran to completion ended.
@@ -209,6 +252,34 @@ fn run(command: Command, out: &mut dyn Write) -> Result<Outcome> {
             force,
             json,
         } => bundle::import(out, &dir, &file, force, json),
+        Command::DiscardableDemo {
+            clients,
+            frames,
+            budget_mib,
+            policy,
+            textures,
+            seed,
+            no_gl,
+            json,
+        } => discardable::demo(
+            out,
+            &discardable::DemoArgs {
+                clients,
+                frames,
+                budget_mib,
+                policy,
+                textures,
+                seed,
+                no_gl,
+                json,
+            },
+        ),
+        Command::DiscardableClient {
+            socket,
+            frames,
+            textures,
+            seed,
+        } => discardable::client(&socket, frames, textures, seed),
     }
 }
 

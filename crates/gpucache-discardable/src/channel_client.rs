@@ -202,6 +202,12 @@ impl ChannelClient {
     pub fn sync(&mut self) -> Result<SyncReply, Error> {
         let token = self.next_token;
         self.next_token += 1;
+        self.sync_with(token)
+    }
+
+    /// [`sync`](Self::sync) with a token of the caller's (the service keeps the tokens it
+    /// served for its owner to read: a demo's frame numbers).
+    pub fn sync_with(&mut self, token: u64) -> Result<SyncReply, Error> {
         self.push(ClientMessage::Sync { token })?;
         self.flush()?;
         let mut buf = [0u8; 256];

@@ -116,7 +116,7 @@ const MAX_PENDING_FDS: usize = 8;
 const READ_PER_TURN: usize = 64 * 1024;
 /// Reply bytes a client may leave unread before it is dropped.
 const MAX_UNSENT: usize = 64 * 1024;
-/// Errors kept for [`Server::take_errors`].
+/// Errors (and syncs) kept for [`Server::take_errors`] (and [`Server::take_syncs`]).
 const ERROR_LOG: usize = 1024;
 
 struct Conn {
@@ -140,6 +140,7 @@ pub struct Server<B: Backend> {
     max_errors: u32,
     stats: ServerStats,
     errors: Vec<(ClientId, Error)>,
+    syncs: VecDeque<(ClientId, SyncReply)>,
 }
 
 impl<B: Backend> std::fmt::Debug for Server<B> {
@@ -184,6 +185,7 @@ impl<B: Backend> Server<B> {
             max_errors: config.max_errors,
             stats: ServerStats::default(),
             errors: Vec::new(),
+            syncs: VecDeque::new(),
         })
     }
 
@@ -208,6 +210,13 @@ impl<B: Backend> Server<B> {
     /// Refused messages since the last call: (client, error), the most recent [`ERROR_LOG`].
     pub fn take_errors(&mut self) -> Vec<(ClientId, Error)> {
         std::mem::take(&mut self.errors)
+    }
+
+    /// The syncs served since the last call, in order: (client, the reply, with its token and
+    /// the counts at that moment); the most recent [`ERROR_LOG`]. A demo reads frame
+    /// boundaries (and what its clients put in the tokens) from them.
+    pub fn take_syncs(&mut self) -> Vec<(ClientId, SyncReply)> {
+        self.syncs.drain(..).collect()
     }
 
     /// Refused messages of `client` so far.
@@ -464,6 +473,10 @@ impl<B: Backend> Server<B> {
                 if let Some(c) = self.conns.get_mut(&id) {
                     proto::encode_reply(&reply, &mut c.wbuf);
                 }
+                if self.syncs.len() >= ERROR_LOG {
+                    self.syncs.pop_front();
+                }
+                self.syncs.push_back((id, reply));
                 self.flush_replies(id);
                 Ok(())
             }
