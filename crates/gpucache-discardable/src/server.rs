@@ -112,6 +112,8 @@ pub struct ServerStats {
 
 /// Fds a connection may hold ahead of their pool registrations.
 const MAX_PENDING_FDS: usize = 8;
+/// Bytes of one `recvmsg`.
+const RECV_BYTES: usize = 16 * 1024;
 /// Bytes read from one connection per turn (the others get their turn).
 const READ_PER_TURN: usize = 64 * 1024;
 /// Reply bytes a client may leave unread before it is dropped.
@@ -141,6 +143,8 @@ pub struct Server<B: Backend> {
     stats: ServerStats,
     errors: Vec<(ClientId, Error)>,
     syncs: VecDeque<(ClientId, SyncReply)>,
+    /// The receive buffer, reused.
+    rx: Vec<u8>,
 }
 
 impl<B: Backend> std::fmt::Debug for Server<B> {
@@ -186,6 +190,7 @@ impl<B: Backend> Server<B> {
             stats: ServerStats::default(),
             errors: Vec::new(),
             syncs: VecDeque::new(),
+            rx: Vec::new(),
         })
     }
 
@@ -313,16 +318,22 @@ impl<B: Backend> Server<B> {
     /// Reads what the client sent (bytes and fds) and serves each whole frame in order.
     fn read_client(&mut self, id: ClientId) {
         let mut read = 0;
-        let mut buf = [0u8; 4096];
+        let mut buf = std::mem::take(&mut self.rx);
+        buf.resize(RECV_BYTES, 0);
+        self.read_into(id, &mut buf, &mut read);
+        self.rx = buf;
+    }
+
+    fn read_into(&mut self, id: ClientId, buf: &mut [u8], read: &mut usize) {
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_PENDING_FDS))];
-        while read < READ_PER_TURN {
+        while *read < READ_PER_TURN {
             let Some(conn) = self.conns.get_mut(&id) else {
                 return;
             };
             let mut control = RecvAncillaryBuffer::new(&mut space);
             let r = recvmsg(
                 &conn.stream,
-                &mut [IoSliceMut::new(&mut buf)],
+                &mut [IoSliceMut::new(buf)],
                 &mut control,
                 RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT,
             );
@@ -345,7 +356,7 @@ impl<B: Backend> Server<B> {
             if msg.bytes == 0 {
                 return self.disconnect(id, None);
             }
-            read += msg.bytes;
+            *read += msg.bytes;
             conn.rbuf.extend_from_slice(&buf[..msg.bytes]);
             if !self.serve_frames(id) {
                 return;
