@@ -71,6 +71,11 @@ impl Report for GlDiscardableBackend {
 struct Rng(u64);
 
 impl Rng {
+    /// Distinct streams for neighbouring seeds (a multiply spreads them; never 0).
+    fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
     fn below(&mut self, n: u64) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
@@ -82,7 +87,7 @@ impl Rng {
 /// The client's resources: textures of 64² to 512² (full chains, RGBA8) and, one in eight,
 /// buffers of 64 KiB to 1 MiB.
 fn working_set(n: u32, seed: u64) -> Vec<ResourceDesc> {
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng::new(seed);
     (0..n)
         .map(|i| {
             if i % 8 == 7 {
@@ -101,9 +106,16 @@ fn working_set(n: u32, seed: u64) -> Vec<ResourceDesc> {
 pub fn client(socket: &Path, frames: u32, textures: u32, seed: u64) -> Result<Outcome> {
     let mut c = ChannelClient::connect(socket).context("connecting to the service")?;
     let descs = working_set(textures, seed);
-    let mut rng = Rng(seed.rotate_left(17) | 1);
+    let mut rng = Rng::new(!seed);
     let mut created = vec![false; descs.len()];
+    let stdin = std::io::stdin();
+    let mut line = String::new();
     for frame in 1..=u64::from(frames) {
+        // The frame clock: the service starts every frame of every client together.
+        line.clear();
+        if stdin.read_line(&mut line)? == 0 {
+            bail!("the service closed the frame clock");
+        }
         let mut failed = 0u64;
         for (r, desc) in descs.iter().enumerate() {
             // Each frame uses about three quarters of the working set.
@@ -178,12 +190,32 @@ fn serve<B: Backend + Report>(
             .args(["--frames", &args.frames.to_string()])
             .args(["--textures", &args.textures.to_string()])
             .args(["--seed", &args.seed.wrapping_add(u64::from(i)).to_string()])
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()
             .context("spawning a client")?;
         children.push(child);
     }
+    let mut clocks: Vec<_> = children.iter_mut().filter_map(|c| c.stdin.take()).collect();
+    // Every client connected before frame 1 starts.
+    let start = Instant::now();
+    while server.stats().accepted < u64::from(args.clients) {
+        server.turn(Duration::from_millis(20))?;
+        if children
+            .iter_mut()
+            .any(|c| matches!(c.try_wait(), Ok(Some(_))))
+        {
+            bail!("a client exited before connecting");
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            bail!("the clients did not connect within a minute");
+        }
+    }
+    let tick = |clocks: &mut Vec<std::process::ChildStdin>| {
+        // A client that died has no reader: its clock is dropped.
+        clocks.retain_mut(|c| c.write_all(b"go\n").and_then(|()| c.flush()).is_ok());
+    };
+    tick(&mut clocks);
     let start = Instant::now();
     let mut tallies: BTreeMap<u64, FrameTally> = BTreeMap::new();
     let mut frames_json = Vec::new();
@@ -208,12 +240,12 @@ fn serve<B: Backend + Report>(
             t.last = reply;
         }
         peak_used = peak_used.max(server.manager().stats().total_bytes);
-        // A frame is complete once every client has reported it (at the end, whatever a
-        // client that died left unreported is printed as it stands).
+        // A frame is complete once every client still running has reported it; then the
+        // clock starts the next one for all of them.
         let done = children.is_empty() && server.stats().connected == 0;
         while let Some(t) = tallies
             .get(&next_frame)
-            .filter(|t| done || t.reports >= args.clients)
+            .filter(|t| done || t.reports as usize >= children.len())
         {
             let s = t.last;
             let failed = t.failed;
@@ -236,6 +268,9 @@ fn serve<B: Backend + Report>(
                 )?;
             }
             next_frame += 1;
+            if next_frame <= u64::from(args.frames) {
+                tick(&mut clocks);
+            }
         }
         if done {
             break;

@@ -33,6 +33,11 @@ const WORKING_SET: u32 = 24;
 struct Rng(u64);
 
 impl Rng {
+    /// Distinct streams for neighbouring seeds (a multiply spreads them; never 0).
+    fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
     fn next(&mut self) -> u64 {
         // xorshift64*
         self.0 ^= self.0 >> 12;
@@ -62,7 +67,7 @@ fn desc(rng: &mut Rng) -> ResourceDesc {
 /// invariant breaks; prints its counts.
 fn client(role: &str, seed: u64) -> Result<(u64, u64), Error> {
     let path = std::env::var(SOCKET_ENV).map_err(|e| Error::Backend(e.to_string()))?;
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng::new(seed);
     let mut c = ChannelClient::connect(path.as_ref())?;
     c.sync()?;
     let hostile = role == "scribbler";
@@ -195,7 +200,7 @@ fn randomized_multi_process_stress() {
                 .map_or(7, |d| d.as_nanos() as u64)
         });
     eprintln!("stress seed {seed} (replay with {SEED_ENV}={seed})");
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng::new(seed);
     let policy = PolicyKind::ALL[rng.below(PolicyKind::ALL.len() as u64) as usize];
     let budget = (1 + rng.below(4)) << 20;
     let rig = Rig::new(budget, policy);
