@@ -7,6 +7,7 @@
 
 mod bundle;
 mod discardable;
+mod fleet;
 mod maintain;
 mod output;
 mod progress;
@@ -141,6 +142,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// A fleet tier's Redis: push a directory's entries, pull an identity's entries into a
+    /// directory, or show what the fleet holds (`docs/fleet.md`).
+    Fleet {
+        #[command(subcommand)]
+        command: FleetCommand,
+    },
     /// Store a bundle's entries into a cache directory (created if missing; for a
     /// driver-versioned bundle DIR may be the root).
     Import {
@@ -197,6 +204,49 @@ enum Command {
         textures: u32,
         #[arg(long)]
         seed: u64,
+    },
+}
+
+#[derive(Subcommand)]
+enum FleetCommand {
+    /// Send every live entry of DIR to the fleet, under DIR's identity (entries the fleet
+    /// already holds are skipped).
+    Push {
+        /// The cache directory.
+        dir: PathBuf,
+        #[command(flatten)]
+        conn: fleet::Conn,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Progress bar on standard error.
+        #[arg(long, value_enum, default_value = "auto")]
+        progress: progress::When,
+    },
+    /// Store the fleet's entries of DIR's identity into DIR (verified: MAC, identity, key).
+    /// Exit 1 if any entry was rejected.
+    Pull {
+        /// The cache directory (created with --identity if it is not one).
+        dir: PathBuf,
+        /// The identity bytes, as text, of a directory to create.
+        #[arg(long)]
+        identity: Option<String>,
+        #[command(flatten)]
+        conn: fleet::Conn,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Progress bar on standard error.
+        #[arg(long, value_enum, default_value = "auto")]
+        progress: progress::When,
+    },
+    /// What the fleet holds per identity, and each server's memory.
+    Stats {
+        #[command(flatten)]
+        conn: fleet::Conn,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -280,6 +330,22 @@ fn run(command: Command, out: &mut dyn Write) -> Result<Outcome> {
             textures,
             seed,
         } => discardable::client(&socket, frames, textures, seed),
+        Command::Fleet { command } => match command {
+            FleetCommand::Push {
+                dir,
+                conn,
+                json,
+                progress,
+            } => fleet::push(out, &dir, &conn, json, progress),
+            FleetCommand::Pull {
+                dir,
+                identity,
+                conn,
+                json,
+                progress,
+            } => fleet::pull(out, &dir, identity.as_deref(), &conn, json, progress),
+            FleetCommand::Stats { conn, json } => fleet::stats(out, &conn, json),
+        },
     }
 }
 

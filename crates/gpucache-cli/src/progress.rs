@@ -19,6 +19,8 @@ pub enum When {
 /// `[#####.....]  45%  123.40 MiB / 270.00 MiB  56.70 MiB/s`.
 const TEMPLATE: &str =
     "[{bar:30}] {percent:>3}%  {binary_bytes} / {binary_total_bytes}  {binary_bytes_per_sec}";
+/// `[#####.....]  45%  1234 / 2700 entries  560/s`.
+const ENTRIES: &str = "[{bar:30}] {percent:>3}%  {pos} / {len} entries  {per_sec}";
 /// Redraws a second, at most.
 const HZ: u8 = 10;
 /// How long `--progress auto` waits before drawing: short runs stay quiet.
@@ -67,7 +69,15 @@ impl Bar {
         }
     }
 
-    /// Records progress: `done` of `total` bytes.
+    /// The same bar counting entries instead of bytes.
+    pub fn entries(self) -> Bar {
+        if let Ok(style) = ProgressStyle::with_template(ENTRIES) {
+            self.bar.set_style(style.progress_chars("#."));
+        }
+        self
+    }
+
+    /// Records progress: `done` of `total` bytes (or entries).
     pub fn update(&mut self, done: u64, total: u64) {
         self.bar.set_length(total);
         if self.target.is_some() && self.start.elapsed() >= self.delay {
@@ -157,6 +167,7 @@ mod tests {
     #[test]
     fn the_template_is_valid() {
         assert!(ProgressStyle::with_template(TEMPLATE).is_ok());
+        assert!(ProgressStyle::with_template(ENTRIES).is_ok());
     }
 
     #[test]

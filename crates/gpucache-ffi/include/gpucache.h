@@ -368,6 +368,30 @@ struct gpucache_egl_config {
      * driver loads. (Added in the second version of this structure.)
      */
     int32_t allow_foreign_owner;
+    /**
+     * NUL-terminated URL of a fleet tier below the directory: `redis://host:port`,
+     * `rediss://host:port` (TLS, when built in), or `redis+cluster://h1:p1,h2:p2,...`
+     * (`docs/fleet.md`). NULL: the environment variable `GPUCACHE_FLEET_URL` if set, else
+     * no fleet. Default NULL. (Added in the third version of this structure.)
+     */
+    const char *fleet_url;
+    /**
+     * NUL-terminated path of the fleet key file (owner-only, at least 32 bytes): every
+     * entry is signed and checked with it. NULL: `GPUCACHE_FLEET_KEY_FILE`. Required with a
+     * fleet. Default NULL. (Third version.)
+     */
+    const char *fleet_key_file;
+    /**
+     * NUL-terminated path of the previous fleet key file, during a key rotation: entries it
+     * signed are still accepted. NULL: `GPUCACHE_FLEET_PREVIOUS_KEY_FILE`, if set. Default
+     * NULL. (Third version.)
+     */
+    const char *fleet_previous_key_file;
+    /**
+     * Longest a `get` waits for the fleet, in microseconds; 0: the default, 2000 (2 ms),
+     * or `GPUCACHE_FLEET_READ_BUDGET_MS`. (Third version.)
+     */
+    uint64_t fleet_read_budget_us;
 };
 
 /**

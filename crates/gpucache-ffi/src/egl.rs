@@ -70,6 +70,22 @@ pub struct gpucache_egl_config {
     /// `GPUCACHE_ERROR_FOREIGN_OWNER`, since its owner can read the entries and plant code a
     /// driver loads. (Added in the second version of this structure.)
     pub allow_foreign_owner: i32,
+    /// NUL-terminated URL of a fleet tier below the directory: `redis://host:port`,
+    /// `rediss://host:port` (TLS, when built in), or `redis+cluster://h1:p1,h2:p2,...`
+    /// (`docs/fleet.md`). NULL: the environment variable `GPUCACHE_FLEET_URL` if set, else
+    /// no fleet. Default NULL. (Added in the third version of this structure.)
+    pub fleet_url: *const c_char,
+    /// NUL-terminated path of the fleet key file (owner-only, at least 32 bytes): every
+    /// entry is signed and checked with it. NULL: `GPUCACHE_FLEET_KEY_FILE`. Required with a
+    /// fleet. Default NULL. (Third version.)
+    pub fleet_key_file: *const c_char,
+    /// NUL-terminated path of the previous fleet key file, during a key rotation: entries it
+    /// signed are still accepted. NULL: `GPUCACHE_FLEET_PREVIOUS_KEY_FILE`, if set. Default
+    /// NULL. (Third version.)
+    pub fleet_previous_key_file: *const c_char,
+    /// Longest a `get` waits for the fleet, in microseconds; 0: the default, 2000 (2 ms),
+    /// or `GPUCACHE_FLEET_READ_BUDGET_MS`. (Third version.)
+    pub fleet_read_budget_us: u64,
 }
 
 /// The size of the first published `gpucache_egl_config` (up to `reserved`, padded); smaller
@@ -77,6 +93,19 @@ pub struct gpucache_egl_config {
 const CONFIG_SIZE_V1: usize = (std::mem::offset_of!(gpucache_egl_config, reserved)
     + size_of::<u32>())
 .next_multiple_of(std::mem::align_of::<gpucache_egl_config>());
+
+/// The size of the second version (up to `allow_foreign_owner`, padded).
+const CONFIG_SIZE_V2: usize = (std::mem::offset_of!(gpucache_egl_config, allow_foreign_owner)
+    + size_of::<i32>())
+.next_multiple_of(std::mem::align_of::<gpucache_egl_config>());
+
+/// The published sizes, oldest first: the library reads a caller's structure up to the
+/// largest of these that its `struct_size` covers.
+const CONFIG_SIZES: [usize; 3] = [
+    CONFIG_SIZE_V1,
+    CONFIG_SIZE_V2,
+    size_of::<gpucache_egl_config>(),
+];
 
 impl Default for gpucache_egl_config {
     fn default() -> Self {
@@ -94,6 +123,10 @@ impl Default for gpucache_egl_config {
             reserved: 0,
             dir_access: 0,
             allow_foreign_owner: 0,
+            fleet_url: ptr::null(),
+            fleet_key_file: ptr::null(),
+            fleet_previous_key_file: ptr::null(),
+            fleet_read_budget_us: 0,
         }
     }
 }
@@ -348,17 +381,18 @@ unsafe fn read_config(cfg: *const gpucache_egl_config) -> Result<gpucache_egl_co
         )));
     }
     let mut config = gpucache_egl_config::default();
-    let n = given.min(size_of::<gpucache_egl_config>());
+    // Whole versions only: the fields past the newest version the caller's size covers keep
+    // their defaults.
+    let n = CONFIG_SIZES
+        .iter()
+        .copied()
+        .filter(|&v| v <= given)
+        .max()
+        .unwrap_or(CONFIG_SIZE_V1);
     // SAFETY: the caller's structure is readable for `given` >= `n` bytes, `config` is `n`
     // or more bytes, and they do not overlap. Every bit pattern is valid for its fields.
     unsafe {
         ptr::copy_nonoverlapping(cfg.cast::<u8>(), ptr::addr_of_mut!(config).cast::<u8>(), n);
-    }
-    if given < size_of::<gpucache_egl_config>() {
-        // A first-version caller: what was copied past `reserved` is its padding.
-        let defaults = gpucache_egl_config::default();
-        config.dir_access = defaults.dir_access;
-        config.allow_foreign_owner = defaults.allow_foreign_owner;
     }
     Ok(config)
 }
@@ -403,8 +437,14 @@ unsafe fn to_rust_config(cfg: &gpucache_egl_config) -> Result<BlobCacheConfig, F
             )))
         }
     };
+    // SAFETY: forwarded caller contract: the fleet strings are NULL or NUL-terminated.
+    let fleet = unsafe { crate::fleet::tier(cfg, &identity) }?;
     Ok(BlobCacheConfig::new()
         .cache(|c| {
+            let c = match fleet {
+                Some(tier) => c.tier(tier),
+                None => c,
+            };
             let c = c
                 .max_disk_bytes(cfg.max_disk_bytes)
                 .max_memory_bytes(cfg.max_memory_bytes)
@@ -602,7 +642,8 @@ mod tests {
         // 64-bit targets: the sizes C programs compiled against the header see.
         if size_of::<usize>() == 8 {
             assert_eq!(CONFIG_SIZE_V1, 80);
-            assert_eq!(size_of::<gpucache_egl_config>(), 88);
+            assert_eq!(CONFIG_SIZE_V2, 88);
+            assert_eq!(size_of::<gpucache_egl_config>(), 120);
             assert_eq!(size_of::<gpucache_egl_stats>(), 128);
         }
         assert_eq!(std::mem::offset_of!(gpucache_egl_config, struct_size), 0);

@@ -10,6 +10,8 @@
 //! - The GPU program cache (`gpucache-gl`) on the caller's GL context
 //!   ([`gpucache_gl_cache_open`], [`gpucache_gl_program`] and the `gpucache_gl_*` functions):
 //!   linked programs loaded from cached program binaries, with counters and histograms.
+//! - A fleet tier on Redis below the blob cache's directory (`fleet_url` in the
+//!   configuration, or `GPUCACHE_FLEET_URL`; `docs/fleet.md`).
 //! - Stable result codes (`GPUCACHE_OK`, negative `GPUCACHE_ERROR_*`), their names
 //!   ([`gpucache_error_name`]) and a per-thread message ([`gpucache_last_error_message`]).
 //!
@@ -21,6 +23,7 @@
 
 mod egl;
 mod error;
+mod fleet;
 mod gl;
 mod install;
 mod mesa_env;

@@ -47,6 +47,21 @@ static void configure(void) {
     CHECK(cfg.max_disk_bytes == 1ull << 30 && cfg.max_memory_bytes == 64ull << 20);
     CHECK(cfg.max_memory_entries == UINT64_MAX && cfg.max_key_size == 4096);
     CHECK(cfg.max_value_size == 4ull << 20 && cfg.miss_on_oversize == 0 && cfg.reserved == 0);
+    /* Third version: no fleet unless asked for. */
+    CHECK(cfg.fleet_url == NULL && cfg.fleet_key_file == NULL);
+    CHECK(cfg.fleet_previous_key_file == NULL && cfg.fleet_read_budget_us == 0);
+
+    /* A second-version caller: the fleet fields past its size are neither read nor written. */
+    size_t v2_size = offsetof(gpucache_egl_config, fleet_url);
+    gpucache_egl_config v2;
+    memset(&v2, 0x5a, sizeof v2);
+    v2.struct_size = v2_size;
+    gpucache_egl_config_init(&v2);
+    CHECK(v2.struct_size == v2_size && v2.dir_access == 0 && v2.allow_foreign_owner == 0);
+    CHECK(v2.fleet_read_budget_us == 0x5a5a5a5a5a5a5a5aull);
+    v2.fleet_url = "garbage://that a v2 caller never set";
+    CHECK_CODE(gpucache_egl_configure(&v2), GPUCACHE_OK);
+    gpucache_egl_shutdown();
 
     /* A zeroed structure gets the first version's size. */
     gpucache_egl_config zeroed;
@@ -65,6 +80,14 @@ static void configure(void) {
     CHECK_CODE(gpucache_egl_configure(&bad), GPUCACHE_ERROR_INVALID_ARGUMENT);
     bad = cfg;
     bad.directory = "";
+    CHECK_CODE(gpucache_egl_configure(&bad), GPUCACHE_ERROR_INVALID_ARGUMENT);
+    /* A fleet URL that is not one, and a fleet without a key file. */
+    bad = cfg;
+    bad.fleet_url = "http://127.0.0.1:1";
+    bad.fleet_key_file = "/nonexistent/fleet.key";
+    CHECK_CODE(gpucache_egl_configure(&bad), GPUCACHE_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(gpucache_last_error_message(), "fleet") != NULL);
+    bad.fleet_url = "redis://127.0.0.1:1";
     CHECK_CODE(gpucache_egl_configure(&bad), GPUCACHE_ERROR_INVALID_ARGUMENT);
     CHECK_CODE(gpucache_egl_flush(), GPUCACHE_ERROR_NOT_CONFIGURED);
 
