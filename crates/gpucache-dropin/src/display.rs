@@ -259,6 +259,13 @@ pub unsafe fn before_create_context(real: &Real, dpy: EGLDisplay) {
             matches!(d.global, Global::Configured { .. })
         }
     };
+    if !ok {
+        log(
+            p,
+            "the display's identity is not the one the cache was configured for, or the \
+             cache could not be configured: stepping aside",
+        );
+    }
     d.entry(dpy as usize).state = if ok { State::Prepared } else { State::Aside };
 }
 
@@ -336,7 +343,21 @@ fn at_exit_and_fork() {
             // In a forked child the cache's locks may be held by threads that did not
             // survive the fork: only the process that configured it persists it.
             if !FORKED.load(Ordering::Relaxed) {
-                let _ = std::panic::catch_unwind(|| gpucache_ffi::gpucache_egl_shutdown());
+                let _ = std::panic::catch_unwind(|| {
+                    let p = process();
+                    if p.settings.log {
+                        if let Some(s) = gpucache::egl::stats() {
+                            log(
+                                p,
+                                &format!(
+                                    "at exit: gets {} hits {} sets {} sets_dropped {}",
+                                    s.gets, s.hits, s.sets, s.sets_dropped
+                                ),
+                            );
+                        }
+                    }
+                    gpucache_ffi::gpucache_egl_shutdown()
+                });
             }
         }
         extern "C" fn in_child() {

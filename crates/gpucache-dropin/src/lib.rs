@@ -55,6 +55,10 @@ pub(crate) fn log(p: &display::Process, message: &str) {
 static VENDOR: OnceLock<Real> = OnceLock::new();
 /// The real vendor's `getProcAddress`.
 static VENDOR_GPA: OnceLock<GetProcAddressFn> = OnceLock::new();
+/// GLVND loads the real vendor as a vendor of its own as well: device enumeration is left
+/// to that entry (GLVND maps each device to the last vendor that lists it; listed by both,
+/// every device would appear twice to the application).
+static HIDE_DEVICES: AtomicBool = AtomicBool::new(false);
 /// Set once GLVND loaded this library as a vendor: the interposed symbols then only
 /// forward (the vendor's wrappers do the work).
 static VENDOR_ACTIVE: AtomicBool = AtomicBool::new(false);
@@ -117,7 +121,8 @@ fn load_real_vendor(p: &display::Process) -> Option<EglMainFn> {
     let trusted = unsafe { libc::getuid() == libc::geteuid() && libc::getgid() == libc::getegid() };
     let env = |k: &str| std::env::var(k).ok();
     let me = self_handle();
-    for lib in vendor::candidates(p.settings.vendor.as_deref(), &env, trusted) {
+    for candidate in vendor::candidates(p.settings.vendor.as_deref(), &env, trusted) {
+        let lib = candidate.library;
         let Ok(name) = std::ffi::CString::new(lib.clone()) else {
             continue;
         };
@@ -138,6 +143,7 @@ fn load_real_vendor(p: &display::Process) -> Option<EglMainFn> {
         match unsafe { egl::cast::<EglMainFn>(main) } {
             Some(main) => {
                 log(p, &format!("real vendor: {lib}"));
+                HIDE_DEVICES.store(candidate.also_loaded_by_glvnd, Ordering::Relaxed);
                 // Never closed: GLVND keeps the real vendor's functions.
                 return Some(main);
             }
@@ -223,6 +229,9 @@ unsafe extern "C" fn vendor_get_proc_address(name: *const c_char) -> *mut c_void
     }
     // SAFETY: non-NULL and NUL-terminated (GLVND's contract).
     let name = unsafe { CStr::from_ptr(name) };
+    if HIDE_DEVICES.load(Ordering::Relaxed) && name.to_bytes() == b"eglQueryDevicesEXT" {
+        return std::ptr::null_mut();
+    }
     guard(real, || wrapper_for(name.to_bytes()).unwrap_or(real))
 }
 

@@ -11,28 +11,52 @@ use crate::config::Env;
 /// GLVND's default vendor directories (`@sysconfdir@/glvnd/egl_vendor.d:@datadir@/...`).
 pub const DEFAULT_DIRS: &str = "/etc/glvnd/egl_vendor.d:/usr/share/glvnd/egl_vendor.d";
 
-/// The libraries to try as the real vendor, in order. `configured` (a JSON file or a
-/// library) comes first and alone when set. `trust_env`: the process is not setuid/setgid
-/// (GLVND ignores its variables otherwise, and so do we).
-pub fn candidates(configured: Option<&str>, env: Env<'_>, trust_env: bool) -> Vec<String> {
+/// A library to try as the real vendor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Candidate {
+    /// The library: a name for the loader's search, or a path.
+    pub library: String,
+    /// GLVND loads this vendor as a vendor of its own too (it was found in the list GLVND
+    /// itself reads): the drop-in then leaves device enumeration to that entry, so that
+    /// devices are not listed twice.
+    pub also_loaded_by_glvnd: bool,
+}
+
+/// The libraries to try as the real vendor, in order. `configured` (`:`-separated JSON
+/// files or libraries) comes first and alone when set. `trust_env`: the process is not
+/// setuid/setgid (GLVND ignores its variables otherwise, and so do we).
+pub fn candidates(configured: Option<&str>, env: Env<'_>, trust_env: bool) -> Vec<Candidate> {
+    let mut out: Vec<Candidate> = Vec::new();
+    let mut push = |library: Option<String>, also: bool| {
+        if let Some(library) = library {
+            if !out.iter().any(|c| c.library == library) {
+                out.push(Candidate {
+                    library,
+                    also_loaded_by_glvnd: also,
+                });
+            }
+        }
+    };
     if let Some(v) = configured {
-        return if v.ends_with(".json") {
-            library_of_json(Path::new(v)).into_iter().collect()
-        } else {
-            vec![v.to_string()]
-        };
+        for item in v.split(':').filter(|i| !i.is_empty()) {
+            if item.ends_with(".json") {
+                push(library_of_json(Path::new(item)), false);
+            } else {
+                push(Some(item.to_string()), false);
+            }
+        }
+        return out;
     }
-    let mut out = Vec::new();
-    if trust_env {
-        if let Some(files) = env("__EGL_VENDOR_LIBRARY_FILENAMES") {
-            out.extend(
-                files
-                    .split(':')
-                    .filter(|f| !f.is_empty())
-                    .filter_map(|f| library_of_json(Path::new(f))),
-            );
+    let files = trust_env
+        .then(|| env("__EGL_VENDOR_LIBRARY_FILENAMES"))
+        .flatten();
+    if let Some(files) = &files {
+        for f in files.split(':').filter(|f| !f.is_empty()) {
+            push(library_of_json(Path::new(f)), true);
         }
     }
+    // GLVND reads the directories only without a list of files.
+    let dirs_loaded = files.is_none();
     let dirs = trust_env
         .then(|| env("__EGL_VENDOR_LIBRARY_DIRS"))
         .flatten()
@@ -47,13 +71,10 @@ pub fn candidates(configured: Option<&str>, env: Env<'_>, trust_env: bool) -> Ve
             .filter(|n| n.as_encoded_bytes().ends_with(b".json"))
             .collect();
         names.sort_by(|a, b| a.as_encoded_bytes().cmp(b.as_encoded_bytes()));
-        out.extend(
-            names
-                .iter()
-                .filter_map(|n| library_of_json(&Path::new(dir).join(n))),
-        );
+        for n in names {
+            push(library_of_json(&Path::new(dir).join(n)), dirs_loaded);
+        }
     }
-    out.dedup();
     out
 }
 
@@ -167,22 +188,37 @@ mod tests {
             _ => None,
         };
         let b_real = std::fs::canonicalize(&b).unwrap();
+        let libs = |c: Vec<Candidate>| -> Vec<(String, bool)> {
+            c.into_iter()
+                .map(|c| (c.library, c.also_loaded_by_glvnd))
+                .collect()
+        };
+        // With a list of files GLVND loads only those: the directories' vendors are not
+        // loaded by GLVND.
         assert_eq!(
-            candidates(None, &env, true),
+            libs(candidates(None, &env, true)),
             vec![
-                "/abs/libEGL_x.so".to_string(),
-                "libEGL_first.so".into(),
-                "libEGL_mesa.so.0".into(),
-                b_real.join("rel/libEGL_o.so").display().to_string(),
+                ("/abs/libEGL_x.so".to_string(), true),
+                ("libEGL_first.so".into(), false),
+                ("libEGL_mesa.so.0".into(), false),
+                (b_real.join("rel/libEGL_o.so").display().to_string(), false),
             ]
         );
+        let only_dirs = |k: &str| (k == "__EGL_VENDOR_LIBRARY_DIRS").then(|| dirs.clone());
+        assert!(candidates(None, &only_dirs, true)
+            .iter()
+            .all(|c| c.also_loaded_by_glvnd));
         // A setuid process ignores the variables.
-        assert!(!candidates(None, &env, false).contains(&"/abs/libEGL_x.so".to_string()));
-        // A configured vendor alone.
+        assert!(!libs(candidates(None, &env, false))
+            .iter()
+            .any(|(l, _)| l == "/abs/libEGL_x.so"));
+        // Configured vendors alone, in order.
         assert_eq!(
-            candidates(Some(&f), &env, true),
-            vec!["/abs/libEGL_x.so".to_string()]
+            libs(candidates(Some(&format!("{f}:libX.so")), &env, true)),
+            vec![
+                ("/abs/libEGL_x.so".to_string(), false),
+                ("libX.so".into(), false)
+            ]
         );
-        assert_eq!(candidates(Some("libX.so"), &env, true), vec!["libX.so"]);
     }
 }
