@@ -483,3 +483,36 @@ fn a_killed_run_and_a_foreign_identity_leave_later_runs_correct() {
     }
     assert_eq!(std::fs::read(foreign.join("meta")).unwrap(), b"not ours");
 }
+
+#[test]
+fn the_ld_preload_interposer_serves_a_program_linking_libegl() {
+    // Where GLVND is absent the same library is preloaded; here GLVND loads Mesa's vendor
+    // alone and the interposed eglCreateContext does the work.
+    let s = Sandbox::new();
+    let args = ["--programs", "4"];
+    let baseline = run({
+        let mut c = s.plain(app());
+        c.args(args);
+        c
+    });
+    let preloaded = || {
+        let mut c = s.plain(app());
+        c.env_remove("MESA_SHADER_CACHE_DISABLE")
+            .env("LD_PRELOAD", dropin_lib())
+            .env("GPUCACHE_DROPIN_DIR", s.root())
+            .env("GPUCACHE_DROPIN_LOG", "1")
+            .args(args);
+        run(c)
+    };
+    let cold = preloaded();
+    let warm = preloaded();
+    assert_eq!(cold.installs(), 1, "{}", cold.stderr);
+    assert!(
+        !cold.stderr.contains("real vendor"),
+        "not loaded as a vendor"
+    );
+    assert_eq!(baseline.get("pixels"), cold.get("pixels"));
+    assert_eq!(baseline.get("pixels"), warm.get("pixels"));
+    assert_served(&cold, &warm);
+    namespace(&s.root(), "dropin_app");
+}
