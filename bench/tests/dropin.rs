@@ -516,3 +516,61 @@ fn the_ld_preload_interposer_serves_a_program_linking_libegl() {
     assert_served(&cold, &warm);
     namespace(&s.root(), "dropin_app");
 }
+
+/// piglit's `shader_runner` (Debian's `piglit`, which loads libEGL through waffle).
+const PIGLIT: &str = "/usr/lib/x86_64-linux-gnu/piglit";
+/// A handful of piglit's shader tests: GLSL 1.30 execution tests and one geometry shader
+/// whose code generation takes seconds on llvmpipe.
+const PIGLIT_TESTS: [&str; 7] = [
+    "spec/glsl-1.30/execution/fs-modf-vec2",
+    "spec/glsl-1.30/execution/fs-large-local-array-vec3",
+    "spec/glsl-1.30/execution/vs-increment-int",
+    "spec/glsl-1.30/execution/fs-isnan-vec3",
+    "spec/glsl-1.30/execution/fs-mix-bvec4-infnan",
+    "spec/glsl-1.30/execution/glsl-fs-bit-01",
+    "spec/glsl-1.50/execution/geometry/max-input-components",
+];
+
+#[test]
+fn piglit_shader_runner_results_are_unchanged_and_the_second_run_is_served() {
+    let runner = Path::new(PIGLIT).join("bin/shader_runner");
+    assert!(
+        runner.exists(),
+        "piglit is not installed (scripts/install-deps installs it)"
+    );
+    let s = Sandbox::new();
+    let result = |mut c: Command, test: &str| {
+        c.env("PIGLIT_PLATFORM", "surfaceless_egl")
+            .arg(Path::new(PIGLIT).join(format!("tests/{test}.shader_test")))
+            .args(["-auto", "-fbo"]);
+        let out = c.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with("PIGLIT: "))
+            .unwrap_or_else(|| panic!("{test}: no result\n{stdout}\n{stderr}"))
+            .to_string();
+        (
+            line,
+            Run {
+                values: BTreeMap::new(),
+                stderr,
+            },
+        )
+    };
+    for test in PIGLIT_TESTS {
+        let (plain, _) = result(s.plain(&runner), test);
+        assert_eq!(
+            plain, r#"PIGLIT: {"result": "pass" }"#,
+            "{test} without cache"
+        );
+        let (cold, cold_run) = result(s.dropin(&runner), test);
+        let (warm, warm_run) = result(s.dropin(&runner), test);
+        assert_eq!(plain, cold, "{test}: {}", cold_run.stderr);
+        assert_eq!(plain, warm, "{test}: {}", warm_run.stderr);
+        assert_eq!(cold_run.installs(), 1, "{test}: {}", cold_run.stderr);
+        assert_served(&cold_run, &warm_run);
+    }
+    namespace(&s.root(), "shader_runner");
+}
