@@ -420,8 +420,10 @@ pub unsafe extern "C" fn eglCreateContext(
     share: EGLContext,
     attribs: *const EGLint,
 ) -> EGLContext {
-    // SAFETY: forwarded under the same contract to the next definition.
-    unsafe { create_context(next(), interposer_works(), dpy, config, share, attribs) }
+    guard(std::ptr::null_mut(), || {
+        // SAFETY: forwarded under the same contract to the next definition.
+        unsafe { create_context(next(), interposer_works(), dpy, config, share, attribs) }
+    })
 }
 
 /// `eglTerminate`, interposed (LD_PRELOAD).
@@ -431,8 +433,10 @@ pub unsafe extern "C" fn eglCreateContext(
 /// EGL's contract for `eglTerminate`.
 #[no_mangle]
 pub unsafe extern "C" fn eglTerminate(dpy: EGLDisplay) -> EGLBoolean {
-    // SAFETY: forwarded under the same contract to the next definition.
-    unsafe { terminate(next(), interposer_works(), dpy) }
+    guard(0, || {
+        // SAFETY: forwarded under the same contract to the next definition.
+        unsafe { terminate(next(), interposer_works(), dpy) }
+    })
 }
 
 /// `eglSetBlobCacheFuncsANDROID`, interposed (LD_PRELOAD).
@@ -446,8 +450,10 @@ pub unsafe extern "C" fn eglSetBlobCacheFuncsANDROID(
     set: Option<SetBlob>,
     get: Option<GetBlob>,
 ) {
-    // SAFETY: forwarded under the same contract to the next definition.
-    unsafe { set_blob_funcs(next(), interposer_works(), dpy, set, get) }
+    guard((), || {
+        // SAFETY: forwarded under the same contract to the next definition.
+        unsafe { set_blob_funcs(next(), interposer_works(), dpy, set, get) }
+    })
 }
 
 /// `eglGetProcAddress`, interposed (LD_PRELOAD): the interposer's wrappers for the watched
@@ -458,7 +464,7 @@ pub unsafe extern "C" fn eglSetBlobCacheFuncsANDROID(
 /// EGL's contract for `eglGetProcAddress`: `name` is NUL-terminated.
 #[no_mangle]
 pub unsafe extern "C" fn eglGetProcAddress(name: *const c_char) -> *mut c_void {
-    let Some(gpa) = next().get_proc_address else {
+    let Some(gpa) = guard(None, || next().get_proc_address) else {
         return std::ptr::null_mut();
     };
     // SAFETY: forwarded unchanged.
