@@ -8,6 +8,7 @@
 mod bundle;
 mod discardable;
 mod fleet;
+mod dropin;
 mod maintain;
 mod output;
 mod progress;
@@ -52,8 +53,13 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Install the drop-in (libEGL_gpucache.so, a GLVND EGL vendor) or show its caches.
+    Dropin {
+        #[command(subcommand)]
+        command: DropinCommand,
+    },
     /// Show meta, segments, entries and space use (read-only). On a driver-versioned root,
-    /// show each identity's cache.
+    /// show each identity's cache; on the drop-in's root, each application's namespace.
     Stats {
         /// The cache directory (or driver-versioned root).
         dir: PathBuf,
@@ -250,6 +256,46 @@ enum FleetCommand {
     },
 }
 
+#[derive(Subcommand)]
+enum DropinCommand {
+    /// Print the GLVND vendor JSON file naming the drop-in library.
+    Json {
+        /// The library (default: libEGL_gpucache.so next to this executable).
+        #[arg(long)]
+        lib: Option<PathBuf>,
+    },
+    /// For this user: write the JSON file and print the shell lines that enable it
+    /// (`eval "$(gpucache dropin enable)"`); with --system, install it in
+    /// /etc/glvnd/egl_vendor.d for every process.
+    Enable {
+        /// The library (default: libEGL_gpucache.so next to this executable).
+        #[arg(long)]
+        lib: Option<PathBuf>,
+        /// Install system-wide (needs root).
+        #[arg(long)]
+        system: bool,
+        /// The vendor directory --system writes to.
+        #[arg(long, default_value = dropin::SYSTEM_DIR, requires = "system")]
+        vendor_dir: PathBuf,
+    },
+    /// The reverse of enable (`eval "$(gpucache dropin disable)"`; --system removes the file).
+    Disable {
+        /// Remove the system-wide file.
+        #[arg(long)]
+        system: bool,
+        /// The vendor directory --system removes from.
+        #[arg(long, default_value = dropin::SYSTEM_DIR, requires = "system")]
+        vendor_dir: PathBuf,
+    },
+    /// `stats` of the drop-in's root (its per-application namespaces), found from the same
+    /// settings an application reads (GPUCACHE_DROPIN_DIR, the config file, XDG_CACHE_HOME).
+    Stats {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
 /// How a command that ran to completion ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -268,6 +314,18 @@ fn run(command: Command, out: &mut dyn Write) -> Result<Outcome> {
             json,
         } => replay::run(out, &trace, capacity, &policy, json).map(|()| Outcome::Success),
         Command::Stats { dir, json } => read::stats(out, &dir, json),
+        Command::Dropin { command } => match command {
+            DropinCommand::Json { lib } => dropin::json(out, lib.as_deref()),
+            DropinCommand::Enable {
+                lib,
+                system,
+                vendor_dir,
+            } => dropin::enable(out, lib.as_deref(), system.then_some(vendor_dir.as_path())),
+            DropinCommand::Disable { system, vendor_dir } => {
+                dropin::disable(out, system.then_some(vendor_dir.as_path()))
+            }
+            DropinCommand::Stats { json } => read::stats(out, &dropin::root()?, json),
+        },
         Command::Ls { dir, text, json } => read::ls(out, &dir, text, json),
         Command::Get {
             dir,
