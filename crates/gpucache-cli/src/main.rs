@@ -46,8 +46,9 @@ enum Command {
         /// Cache capacity in entries.
         #[arg(long, default_value_t = 1000)]
         capacity: u64,
-        /// Policies to compare (lru, s3-fifo).
-        #[arg(long, value_delimiter = ',', default_value = "lru,s3-fifo")]
+        /// Policies to compare (lru, s3-fifo, w-tinylfu); by default all three, the default
+        /// policy (w-tinylfu) among them.
+        #[arg(long, value_delimiter = ',', default_value = "lru,s3-fifo,w-tinylfu")]
         policy: Vec<PolicyKind>,
         /// Print JSON instead of a table.
         #[arg(long)]
