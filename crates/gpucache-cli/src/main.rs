@@ -7,8 +7,8 @@
 
 mod bundle;
 mod discardable;
-mod fleet;
 mod dropin;
+mod fleet;
 mod maintain;
 mod output;
 mod progress;
