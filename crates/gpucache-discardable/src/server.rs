@@ -43,6 +43,8 @@ pub trait Backend {
 pub struct CountingBackend {
     /// Live objects: (client, resource) → size.
     pub live: BTreeMap<(ClientId, ResourceId), u64>,
+    /// Objects created.
+    pub created: u64,
     /// Uses served.
     pub uses: u64,
     /// Calls of `delete`.
@@ -53,6 +55,7 @@ impl Backend for CountingBackend {
     fn create(&mut self, c: ClientId, r: ResourceId, desc: &ResourceDesc) -> Result<u64, Error> {
         let size = desc.byte_size()?;
         self.live.insert((c, r), size);
+        self.created += 1;
         Ok(size)
     }
     fn use_resource(&mut self, c: ClientId, r: ResourceId) -> Result<(), Error> {
@@ -436,12 +439,9 @@ impl<B: Backend> Server<B> {
                 desc,
             } => {
                 desc.validate()?;
-                if self.manager.contains(id, resource) {
-                    return Err(Error::AlreadyInitialized {
-                        client: id,
-                        resource,
-                    });
-                }
+                // Every check before the object exists: a hostile client cannot make the
+                // service create (and drop) objects with bad handles.
+                self.manager.check_initialize(id, resource, pool, offset)?;
                 let size = self.backend.create(id, resource, &desc)?;
                 let r = self
                     .manager

@@ -204,7 +204,9 @@ fn unknown_pool_bad_offsets_double_init_bad_unlocks_are_typed_and_counted() {
     for (e, x) in errs.iter().zip(expect) {
         assert!(e.starts_with(x), "{e} is not {x}");
     }
-    // The client is still served (its errors under the limit), and resource 1 is intact.
+    // The client is still served (its errors under the limit), and resource 1 is intact;
+    // no object was made for a refused initialise (the bystander's 8 and resource 1 only).
+    assert_eq!(rig.s().backend().created, 9);
     assert_eq!(rig.s().stats().dropped, 0);
     assert_eq!(rig.s().manager().resource_count(id), 1);
     assert!(rig.s().backend().live.contains_key(&(id, 1)));
