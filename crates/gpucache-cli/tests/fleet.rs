@@ -145,3 +145,49 @@ fn push_stats_pull() {
     args.extend(conn);
     assert_eq!(json(&args, 0)["pulled"], 0);
 }
+
+#[test]
+fn stats_show_the_fleet_counters_and_errors() {
+    if !redis_available() {
+        assert!(std::env::var_os("CI").is_none(), "redis-server is missing");
+        return;
+    }
+    let mut redis = RedisServer::start(&[]).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cache");
+    let identity = gpucache::Identity::new(IDENTITY.as_bytes().to_vec());
+    {
+        let fleet = gpucache_fleet::FleetBuilder::new(redis.url(), identity)
+            .key(gpucache_fleet::FleetKey::from_material(&[7; 32]).unwrap())
+            .stats_directory(&dir)
+            .build()
+            .unwrap();
+        let cache = Cache::builder()
+            .directory(&dir)
+            .identity(IDENTITY)
+            .tier(fleet)
+            .open()
+            .unwrap();
+        for i in 0..5u8 {
+            cache.insert(&[i], vec![i; 100]).unwrap();
+        }
+        cache.flush().unwrap();
+        // The server goes away: lookups that reach the fleet fail, and are counted.
+        redis.kill();
+        for i in 10..13u8 {
+            let _ = cache.lookup(&[i]);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let v = json(&["stats", dir.to_str().unwrap(), "--json"], 0);
+    let fleet = &v["fleet"];
+    assert_eq!(fleet["lifetime"]["pushed"], 5, "{v}");
+    assert!(fleet["lifetime_errors"].as_u64().unwrap() > 0, "{v}");
+    assert!(fleet["last_error"].is_string(), "{v}");
+    let out = gpucache(&["stats", dir.to_str().unwrap()], &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("fleet tier") && text.contains("pushed"),
+        "{text}"
+    );
+}

@@ -438,7 +438,7 @@ unsafe fn to_rust_config(cfg: &gpucache_egl_config) -> Result<BlobCacheConfig, F
         }
     };
     // SAFETY: forwarded caller contract: the fleet strings are NULL or NUL-terminated.
-    let fleet = unsafe { crate::fleet::tier(cfg, &identity) }?;
+    let fleet = unsafe { crate::fleet::tier(cfg, &identity, directory.as_deref()) }?;
     Ok(BlobCacheConfig::new()
         .cache(|c| {
             let c = match fleet {

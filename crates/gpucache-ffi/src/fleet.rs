@@ -49,6 +49,7 @@ unsafe fn c_path(s: *const c_char) -> Option<PathBuf> {
 pub(crate) unsafe fn tier(
     cfg: &gpucache_egl_config,
     identity: &[u8],
+    directory: Option<&std::path::Path>,
 ) -> Result<Option<Arc<dyn Tier>>, Failure> {
     let identity = Identity::new(identity.to_vec());
     // SAFETY: forwarded caller contract.
@@ -88,6 +89,10 @@ pub(crate) unsafe fn tier(
         if !from_env && !p.is_empty() {
             builder = builder.previous_key_file(PathBuf::from(p));
         }
+    }
+    if let Some(dir) = directory {
+        // The fleet's counters beside the blob cache's, for `gpucache stats DIR`.
+        builder = builder.stats_directory(dir);
     }
     if cfg.fleet_read_budget_us > 0 {
         builder = builder.read_budget(Duration::from_micros(cfg.fleet_read_budget_us));

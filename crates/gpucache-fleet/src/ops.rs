@@ -94,7 +94,9 @@ pub(crate) fn fetch(
 }
 
 /// Fetches one entry by one (used after a batch failed on a cluster with a node down:
-/// the entries on the live nodes still arrive). Failures are returned per entry.
+/// the entries on the live nodes still arrive). Failures are returned per entry; after a
+/// timeout (a paused node would cost one per entry) or 32 failures the rest are not asked
+/// for.
 pub(crate) fn fetch_each(
     conn: &mut Conn,
     names: &Names,
@@ -103,14 +105,29 @@ pub(crate) fn fetch_each(
     max_value: usize,
     hashes: &[[u8; 16]],
 ) -> Vec<RedisResult<Pulled>> {
+    let mut failures = 0;
+    let mut timed_out = false;
     hashes
         .iter()
         .map(|h| {
-            let v: Option<Vec<u8>> = conn.query(redis::cmd("GET").arg(names.entry(h)))?;
-            Ok(match v {
-                None => Pulled::Gone,
-                Some(bytes) => verify(keys, identity, max_value, h, &bytes),
-            })
+            if failures >= 32 || timed_out {
+                return Err(redis::RedisError::from(std::io::Error::other(
+                    "not asked: the fleet keeps failing",
+                )));
+            }
+            let got: RedisResult<Option<Vec<u8>>> =
+                conn.query(redis::cmd("GET").arg(names.entry(h)));
+            match got {
+                Ok(v) => Ok(match v {
+                    None => Pulled::Gone,
+                    Some(bytes) => verify(keys, identity, max_value, h, &bytes),
+                }),
+                Err(e) => {
+                    failures += 1;
+                    timed_out |= e.is_timeout();
+                    Err(e)
+                }
+            }
         })
         .collect()
 }

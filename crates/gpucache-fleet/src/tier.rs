@@ -40,6 +40,7 @@ pub struct FleetBuilder {
     flush_timeout: Duration,
     max_value_size: usize,
     pull_at_open: bool,
+    stats_dir: Option<PathBuf>,
 }
 
 impl FleetBuilder {
@@ -61,6 +62,7 @@ impl FleetBuilder {
             flush_timeout: Duration::from_secs(2),
             max_value_size: 16 << 20,
             pull_at_open: true,
+            stats_dir: None,
         }
     }
 
@@ -162,6 +164,14 @@ impl FleetBuilder {
         self
     }
 
+    /// The cache's directory ([`Cache::directory`](gpucache::Cache::directory)), where the
+    /// tier keeps its counters (the `fleet-stats` stream) on each flush and when it closes,
+    /// for `gpucache stats DIR`. Default none: counters in memory only.
+    pub fn stats_directory(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.stats_dir = Some(dir.into());
+        self
+    }
+
     /// Loads the keys, checks the URL and starts the push thread. Connects nothing yet: a
     /// server that is down is found by the first read, push or pull, and retried with
     /// backoff.
@@ -207,6 +217,9 @@ impl FleetBuilder {
             flush_timeout: self.flush_timeout,
             pull_at_open: self.pull_at_open,
             url: format!("{url:?}"),
+            stats_dir: self.stats_dir,
+            identity: self.identity,
+            persisted: Mutex::new([0; 16]),
         }))
     }
 }
@@ -293,6 +306,10 @@ pub struct FleetTier {
     flush_timeout: Duration,
     pull_at_open: bool,
     url: String,
+    stats_dir: Option<PathBuf>,
+    identity: Identity,
+    /// The counts already added to the directory's `fleet-stats` totals.
+    persisted: Mutex<[u64; 16]>,
 }
 
 impl std::fmt::Debug for FleetTier {
@@ -323,6 +340,27 @@ impl FleetTier {
     /// returns whether the queue is empty.
     pub fn wait_for_push(&self, timeout: Duration) -> bool {
         self.queue.drain(timeout)
+    }
+
+    /// Adds the counts since the last call to the stats directory's `fleet-stats` totals.
+    fn persist(&self) {
+        let Some(dir) = &self.stats_dir else {
+            return;
+        };
+        let mut done = self.persisted.lock();
+        let now = crate::persist::values(&self.fleet_stats());
+        if now == *done {
+            return;
+        }
+        let mut delta = [0; 16];
+        for (d, (n, p)) in delta.iter_mut().zip(now.iter().zip(done.iter())) {
+            *d = n.saturating_sub(*p);
+        }
+        let error = self.shared.counters.last_error.lock().clone();
+        match crate::persist::update(dir, &self.identity, &delta, &now, error) {
+            Ok(()) => *done = now,
+            Err(e) => tracing::debug!(target: "gpucache_fleet", "fleet-stats not written: {e}"),
+        }
     }
 
     /// Pulls every entry of this identity, verified, into `sink` (until it returns
@@ -500,6 +538,7 @@ impl Tier for FleetTier {
         }
         if ctx.durable() {
             self.queue.drain(self.flush_timeout);
+            self.persist();
         }
         Ok(())
     }
@@ -535,5 +574,6 @@ impl Drop for FleetTier {
         if let Some(handle) = self.pusher.lock().take() {
             let _ = handle.join();
         }
+        self.persist();
     }
 }

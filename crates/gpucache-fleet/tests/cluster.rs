@@ -34,6 +34,8 @@ fn two_machines_on_a_cluster_with_a_master_killed_and_restarted() {
             one.cache.insert(&key(i), value(i, LEN)).unwrap();
         }
         one.cache.flush().unwrap();
+        // A loaded machine may take longer than the flush's bound to send it all.
+        assert!(one.fleet.wait_for_push(std::time::Duration::from_secs(60)));
         let s = one.fleet.fleet_stats();
         assert_eq!(s.pushed, u64::from(N), "{s:?}");
     }

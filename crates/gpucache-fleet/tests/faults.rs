@@ -46,7 +46,7 @@ fn run(fault: Fault) {
     let kf = key_file(tmp.path(), "fleet.key", &[0x5a; 40]);
     let dir = tmp.path().join("machine");
     let m = machine_with(&dir, &redis.url(), &kf, true, |b| {
-        b.io_timeout(Duration::from_millis(300))
+        b.io_timeout(Duration::from_secs(1))
     });
     m.cache.wait_for_preload();
     // Healthy first half.
@@ -61,7 +61,7 @@ fn run(fault: Fault) {
         Fault::Full => {}
     }
     // The run: stores and lookups of programs the fleet does not have.
-    let mut slow = 0;
+    let mut slow = Vec::new();
     let mut worst = Duration::ZERO;
     for i in N / 2..N {
         for probe in [key(i), key(i + 10_000)] {
@@ -70,7 +70,7 @@ fn run(fault: Fault) {
             let took = t.elapsed();
             worst = worst.max(took);
             if took > Duration::from_millis(20) {
-                slow += 1;
+                slow.push(took);
             }
         }
         let t = Instant::now();
@@ -81,12 +81,16 @@ fn run(fault: Fault) {
     m.cache.flush().unwrap();
     let flush = t.elapsed();
     // Budget 2 ms; a paused server holds the reader thread, not the caller. Scheduling noise
-    // on a loaded CI machine is allowed for a few calls, never an I/O timeout (300 ms).
+    // on a loaded CI machine is allowed for a few calls, never an I/O timeout (1 s).
     assert!(
-        worst < Duration::from_millis(250),
+        worst < Duration::from_millis(400),
         "{fault:?}: worst call {worst:?}"
     );
-    assert!(slow <= 3, "{fault:?}: {slow} calls over 20 ms");
+    assert!(
+        slow.len() <= 6,
+        "{fault:?}: {} of 120 lookups over 20 ms: {slow:?}",
+        slow.len()
+    );
     assert!(
         flush < Duration::from_secs(3),
         "{fault:?}: flush took {flush:?}"

@@ -30,6 +30,8 @@ fn a_second_machine_starts_warm_from_the_fleet() {
             one.cache.insert(&key(i), value(i, 20_000)).unwrap();
         }
         one.cache.flush().unwrap();
+        // A loaded machine may take longer than the flush's bound to send it all.
+        assert!(one.fleet.wait_for_push(std::time::Duration::from_secs(60)));
         let s = one.fleet.fleet_stats();
         assert_eq!(s.pushed, u64::from(n), "{s:?}");
         assert_eq!(s.errors(), 0, "{s:?}");
@@ -56,6 +58,8 @@ fn a_second_machine_starts_warm_from_the_fleet() {
         // What was pulled is not pushed back.
         two.cache.insert(&key(0), value(0, 20_000)).unwrap();
         two.cache.flush().unwrap();
+        // A loaded machine may take longer than the flush's bound to send it all.
+        assert!(two.fleet.wait_for_push(std::time::Duration::from_secs(60)));
         let s = two.fleet.fleet_stats();
         assert_eq!(s.pushed, 0, "{s:?}");
         let tiers = two.cache.stats().tiers;

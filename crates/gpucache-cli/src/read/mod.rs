@@ -1,6 +1,7 @@
 //! The read-only commands: `stats`, `ls`, `get`. None of them writes to the directory.
 
 mod blob;
+mod fleet;
 
 use std::io::Write;
 use std::path::Path;
@@ -172,6 +173,7 @@ fn stats_json(dir: &Path, meta: &Identity, s: &DirStats, blob: &BlobSection) -> 
         value["free_bytes"] = json!(a.free_bytes);
     }
     blob.add_json(&mut value);
+    fleet::add_json(fleet::load(dir).as_ref(), &mut value);
     value
 }
 
@@ -227,7 +229,8 @@ fn print_stats(
             writeln!(out, "{name:<22}{value}")?;
         }
     }
-    blob.print(out)
+    blob.print(out)?;
+    fleet::print(fleet::load(dir).as_ref(), out)
 }
 
 /// `ls DIR`: one line per live entry, in write order.
