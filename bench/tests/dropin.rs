@@ -209,12 +209,16 @@ fn assert_served(cold: &Run, warm: &Run) {
         "Mesa stored through gpucache: {cold_c:?}"
     );
     assert!(warm_c["hits"] > 0, "the second run was served: {warm_c:?}");
-    assert_eq!(
-        warm_c["sets"] - warm_c["sets_dropped"],
-        0,
-        "nothing compiled again in the second run: {warm_c:?}"
-    );
+    // Every lookup of the second run hit: no program was compiled again.
     assert_eq!(warm_c["gets"], warm_c["hits"], "every get hit: {warm_c:?}");
+    // What it stored can only be what context creation compiled (the hybrid's known race,
+    // docs/context-creation.md: Mesa queues those stores during eglCreateContext, and a job
+    // that runs after the install reaches gpucache instead of Mesa's own files; never looked
+    // up through the callbacks, so never a miss): a few entries, not a program's five.
+    assert!(
+        warm_c["sets"] - warm_c["sets_dropped"] <= 3,
+        "nothing but context-creation entries stored in the second run: {warm_c:?}"
+    );
 }
 
 #[test]
@@ -353,10 +357,11 @@ fn the_applications_own_blob_cache_takes_precedence() {
         assert!(with.num("own_sets") > 0, "{:?}", with.values);
         assert!(with.num("own_gets") > 0, "{:?}", with.values);
         assert!(with.stderr.contains("its callbacks take over"));
-        // Only what context creation compiled went to gpucache; the programs went to the
-        // application.
+        // The programs went to the application; gpucache got at most what context creation
+        // compiled (the race in `assert_served`), never a program's entries.
         let c = with.counters().unwrap();
-        assert_eq!(c["sets"], 0, "{c:?}");
+        assert!(c["sets"] <= 3, "{c:?}");
+        assert!(with.num("own_sets") >= 4, "{:?}", with.values);
     }
 
     // Installed right after eglInitialize: gpucache stays out of the display, and the

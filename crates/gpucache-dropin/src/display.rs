@@ -216,6 +216,7 @@ pub unsafe fn before_create_context(real: &Real, dpy: EGLDisplay) {
     if !p.settings.enabled || dpy.is_null() {
         return;
     }
+    let started = std::time::Instant::now();
     let mut d = displays();
     if d.entry(dpy as usize).state != State::Fresh {
         return;
@@ -245,7 +246,14 @@ pub unsafe fn before_create_context(real: &Real, dpy: EGLDisplay) {
             let result = configure(p, &identity, mesa);
             d.global = match result {
                 Ok(dir) => {
-                    log(p, &format!("cache in {}", dir.display()));
+                    log(
+                        p,
+                        &format!(
+                            "cache in {} (identity and configuration: {:.2} ms)",
+                            dir.display(),
+                            started.elapsed().as_secs_f64() * 1e3
+                        ),
+                    );
                     Global::Configured {
                         identity: identity.clone(),
                         dir,
