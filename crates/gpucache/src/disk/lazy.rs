@@ -36,7 +36,7 @@ use crate::hash::PassThroughBuildHasher;
 const TABLE_MIN_TAIL: u64 = 64;
 
 /// How long background work waits for the first lookup after an open through the table.
-const FIRST_LOOKUP_WAIT: Duration = Duration::from_millis(200);
+const FIRST_LOOKUP_WAIT: Duration = Duration::from_secs(1);
 
 /// The table this process serves from until its index is full.
 #[derive(Debug)]

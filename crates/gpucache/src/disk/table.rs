@@ -298,6 +298,9 @@ impl Table {
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
+        // Pages are read one at a time, at random: read-ahead would only cost I/Os (dozens
+        // for a fragmented file on a hard disk, where each read is a seek).
+        let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::Random);
         let mut first = vec![0u8; PAGE_LEN];
         let got = read_up_to(&file, &mut first, 0)?;
         first.truncate(got);
