@@ -152,7 +152,9 @@ impl Throttle {
     /// A new throttled group for the disk holding `dir`, or why there can be none.
     pub fn create(dir: &Path) -> Result<Throttle> {
         let device = device_of(dir)?;
-        let name = format!("gpucache-bench-{}", std::process::id());
+        static GROUPS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = GROUPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("gpucache-bench-{}-{n}", std::process::id());
         let v1 = Path::new("/sys/fs/cgroup/blkio");
         if v1.join("blkio.throttle.read_iops_device").exists() {
             let home = own_group(|_, c| c.split(',').any(|c| c == "blkio"))

@@ -345,14 +345,16 @@ pub fn run(settings: &Settings, scratch: &Path) -> anyhow::Result<()> {
         .map(|s| Profile::parse(s))
         .collect::<anyhow::Result<Vec<_>>>()?;
     std::fs::create_dir_all(&root)?;
-    let throttle = if profiles.is_empty() {
-        None
+    // A fresh group per cold probe (below): reads a probe left queued in a group (its
+    // background threads' when it exited) would delay the next probe's first reads.
+    let throttled = if profiles.is_empty() {
+        false
     } else {
         match Throttle::create(&root) {
-            Ok(t) => Some(t),
+            Ok(_) => true,
             Err(e) => {
                 println!("No throttled runs: {e:#}.\n");
-                None
+                false
             }
         }
     };
@@ -370,11 +372,7 @@ pub fn run(settings: &Settings, scratch: &Path) -> anyhow::Result<()> {
     for &n in &settings.scale_sizes {
         let base = ensure_loaded(&root, &stores, n, vlen)?;
         // Per engine: hot samples, then per profile cold samples.
-        let cases = 1 + if throttle.is_some() {
-            profiles.len()
-        } else {
-            0
-        };
+        let cases = 1 + if throttled { profiles.len() } else { 0 };
         let mut samples = vec![vec![Vec::<Sample>::new(); cases]; engines.len()];
         for round in 0..settings.rounds {
             let i = Dataset::shuffled(n, 500 + round as u64)[0];
@@ -387,12 +385,11 @@ pub fn run(settings: &Settings, scratch: &Path) -> anyhow::Result<()> {
                     std::fs::rename(dir.join(TABLE_FILE), &off)?;
                 }
                 let result = (|| -> anyhow::Result<()> {
-                    for (p, profile) in profiles.iter().enumerate() {
-                        if let Some(t) = &throttle {
-                            t.limit(profile)?;
-                            let s = probe(store, &dir, n, vlen, i, warm.path(), Some(t))?;
-                            samples[e][1 + p].push(s);
-                        }
+                    for (p, profile) in profiles.iter().enumerate().filter(|_| throttled) {
+                        let t = Throttle::create(&root)?;
+                        t.limit(profile)?;
+                        let s = probe(store, &dir, n, vlen, i, warm.path(), Some(&t))?;
+                        samples[e][1 + p].push(s);
                     }
                     probe(store, &dir, n, vlen, i, warm.path(), None)?;
                     let s = probe(store, &dir, n, vlen, i, warm.path(), None)?;

@@ -16,11 +16,11 @@
 //! ([`DiskTier::ensure_full`]), as do writing, the preload and the statistics.
 
 use std::collections::{BTreeMap, HashSet};
-use std::fs;
+use std::fs::{self, File};
 use std::io;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::sync::atomic::Ordering;
-use std::time::{Instant, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use parking_lot::{Mutex, RwLock};
 
@@ -35,10 +35,15 @@ use crate::hash::PassThroughBuildHasher;
 /// those it holds (so rewriting costs O(1) per entry written, amortized).
 const TABLE_MIN_TAIL: u64 = 64;
 
+/// How long background work waits for the first lookup after an open through the table.
+const FIRST_LOOKUP_WAIT: Duration = Duration::from_secs(1);
+
 /// The table this process serves from until its index is full.
 #[derive(Debug)]
 pub(super) struct Lazy {
     table: Table,
+    /// The table's newest segment: those below it were sealed when it was written.
+    sealed_below: u32,
     /// The in-memory index is full (no longer the overlay), but what it found damaged is
     /// not repaired yet: a key it knows no record of is still looked up in the table.
     full: bool,
@@ -85,6 +90,13 @@ impl DiskTier {
             if ids.binary_search(&s.id).is_err() {
                 continue; // Deleted since: its records read as misses.
             }
+            if s.id < covered_max {
+                // Sealed: only a repair changes it, and the full index (built in the
+                // background right away) reads it afresh. Not opened, so that an open costs
+                // the same few I/Os whatever the number of segments.
+                overlay.seed_segment(s.id, s.idx_len, s.data_end, s.idx_ino);
+                continue;
+            }
             let m = match fs::metadata(dir::index_path(&self.cfg.dir, s.id)) {
                 Ok(m) => m,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
@@ -97,6 +109,9 @@ impl DiskTier {
                 || s.idx_len < SEGMENT_HEADER_LEN as u64
             {
                 return Ok(false); // Rebuilt, replaced or cut since.
+            }
+            if s.id == covered_max && !last_entry_matches(&self.cfg.dir, s)? {
+                return Ok(false); // Cut (a power cut) and appended to again since.
             }
             overlay.seed_segment(s.id, s.idx_len, s.data_end, s.idx_ino);
         }
@@ -113,10 +128,55 @@ impl DiskTier {
         *self.index.write() = overlay;
         *lazy = Some(Lazy {
             table,
+            sealed_below: covered_max,
             full: false,
             touched: Mutex::default(),
         });
+        self.opened_lazily.store(true, Ordering::Release);
         Ok(true)
+    }
+
+    /// The segments a refresh of the overlay skips: those below the table's newest, which
+    /// were sealed when it was written (their deletion shows in the directory listing).
+    pub(super) fn sealed_below(&self, target: &RwLock<Index>) -> u32 {
+        if !std::ptr::eq(target, &self.index) {
+            return 0;
+        }
+        self.lazy
+            .read()
+            .as_ref()
+            .filter(|lz| !lz.full)
+            .map_or(0, |lz| lz.sealed_below)
+    }
+
+    /// Notes that a lookup finished: background work waiting for the first one may start.
+    pub(super) fn note_lookup(&self) {
+        if !self.looked_up.load(Ordering::Acquire) {
+            self.looked_up.store(true, Ordering::Release);
+            *self.first_lookup.lock() = true;
+            self.first_lookup_cv.notify_all();
+        }
+    }
+
+    /// In a process that opened through the table, waits until its first lookup has
+    /// finished or [`FIRST_LOOKUP_WAIT`] has passed, so that the background reads of every
+    /// index file and the preload do not queue ahead of the first hit's few reads on a slow
+    /// disk.
+    pub(super) fn await_first_lookup(&self) {
+        if !self.opened_lazily.load(Ordering::Acquire) {
+            return;
+        }
+        let deadline = Instant::now() + FIRST_LOOKUP_WAIT;
+        let mut done = self.first_lookup.lock();
+        while !*done {
+            if self
+                .first_lookup_cv
+                .wait_until(&mut done, deadline)
+                .timed_out()
+            {
+                break;
+            }
+        }
     }
 
     /// Where `hash`'s latest value record is, as far as this process knows.
@@ -248,10 +308,19 @@ impl DiskTier {
             return Ok(());
         }
         let mut segs = Vec::with_capacity(ix.segs().len());
+        let newest = ix.segs().keys().next_back().copied();
         for (&id, info) in ix.segs() {
-            let m = fs::metadata(dir::index_path(&self.cfg.dir, id))?;
+            let path = dir::index_path(&self.cfg.dir, id);
+            let file = File::open(&path)?;
+            let m = file.metadata()?;
             if m.ino() != info.idx_ino || m.len() != info.idx_consumed {
                 return Ok(()); // Not what the index describes: no table this time.
+            }
+            if Some(id) == newest {
+                // Other processes may have appended to it without an fsync yet: the table
+                // covers only durable bytes (sealed segments were fsynced when sealed).
+                File::open(dir::data_path(&self.cfg.dir, id))?.sync_data()?;
+                file.sync_data()?;
             }
             segs.push(TableSeg {
                 id,
@@ -259,6 +328,7 @@ impl DiskTier {
                 data_end: info.data_end,
                 idx_ino: info.idx_ino,
                 idx_btime: birth_ns(&m),
+                last_entry_crc: last_entry_crc(&file, info.idx_consumed)?,
             });
         }
         let live = ix.live_entries();
@@ -274,6 +344,31 @@ impl DiskTier {
         table::write_table(&self.cfg.dir, &bytes)?;
         *cover = new_cover;
         Ok(())
+    }
+}
+
+/// CRC32C of the index entry that ends at `idx_len` (0 if the file has none).
+fn last_entry_crc(file: &File, idx_len: u64) -> io::Result<u32> {
+    let entry = INDEX_ENTRY_LEN as u64;
+    if idx_len < SEGMENT_HEADER_LEN as u64 + entry {
+        return Ok(0);
+    }
+    let mut buf = [0u8; INDEX_ENTRY_LEN];
+    file.read_exact_at(&mut buf, idx_len - entry)?;
+    Ok(crc32c::crc32c(&buf))
+}
+
+/// Whether segment `s`'s index file still holds the last entry the table covers.
+fn last_entry_matches(dir: &std::path::Path, s: &TableSeg) -> io::Result<bool> {
+    let file = match File::open(dir::index_path(dir, s.id)) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
+        Err(e) => return Err(e),
+    };
+    match last_entry_crc(&file, s.idx_len) {
+        Ok(crc) => Ok(crc == s.last_entry_crc),
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(e) => Err(e),
     }
 }
 
@@ -444,7 +539,8 @@ mod tests {
     #[test]
     fn a_replaced_index_file_or_a_foreign_table_is_not_trusted() {
         let dir = populated();
-        let idx = dir::index_path(dir.path(), 1);
+        let newest = *dir::list_segments(dir.path()).unwrap().last().unwrap();
+        let idx = dir::index_path(dir.path(), newest);
         let copy = dir.path().join("copy");
         fs::copy(&idx, &copy).unwrap();
         fs::rename(&copy, &idx).unwrap();
@@ -462,6 +558,25 @@ mod tests {
         let disk = open(dir.path());
         assert!(disk.index_is_full());
         assert_eq!(get(&disk, 10), Some(value(10, 1)));
+    }
+
+    /// A power cut can cut the newest index file below the table's watermark, and later
+    /// appends grow it back: the table no longer describes those bytes.
+    #[test]
+    fn an_index_file_cut_and_appended_to_again_is_not_trusted() {
+        let dir = populated();
+        let newest = *dir::list_segments(dir.path()).unwrap().last().unwrap();
+        let idx = dir::index_path(dir.path(), newest);
+        let n = fs::metadata(&idx).unwrap().len();
+        let file = fs::OpenOptions::new().write(true).open(&idx).unwrap();
+        // Another entry where the last one was (here: the last one with another offset).
+        let mut entry = [0u8; INDEX_ENTRY_LEN];
+        FileExt::read_exact_at(&File::open(&idx).unwrap(), &mut entry, n - 24).unwrap();
+        entry[8] ^= 1;
+        file.write_all_at(&entry, n - INDEX_ENTRY_LEN as u64)
+            .unwrap();
+        let disk = open(dir.path());
+        assert!(disk.index_is_full(), "the table was not trusted");
     }
 
     #[test]
