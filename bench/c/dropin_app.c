@@ -14,7 +14,7 @@
  * --pause-ms MS   sleep after each program (the kill tests).
  * --shader-dir D  the fragment shaders are D's *.frag files (shadertoy bodies, mainImage) in
  *                 name order instead of generated ones.
- * Output: "pixels <hash>", "programs <n>", "own_sets <n> own_gets <n> own_hits <n>",
+ * Output: "pixels <hash>", "programs <n>", with --displays 2 "devices <n>", "own_sets <n> own_gets <n> own_hits <n>",
  * "create_ms <ms> compile_draw_ms <ms> total_ms <ms>". Exit 0 on success. */
 #define _GNU_SOURCE
 #include <EGL/egl.h>
@@ -281,6 +281,7 @@ static EGLDisplay open_display(int which) {
         EGLint n = 0;
         if (query_devices && get_platform_display && query_devices(8, devices, &n) && n > 0)
             dpy = get_platform_display(EGL_PLATFORM_DEVICE_EXT, devices[n - 1], NULL);
+        printf("devices %d\n", (int)n);
     }
     if (dpy == EGL_NO_DISPLAY)
         die("no display");
