@@ -264,6 +264,10 @@ fn a_c_program_linking_libegl_is_served_by_gpucache_with_the_same_pixels() {
         "the hybrid: Mesa's own cache in the namespace"
     );
     assert!(!s.dir.path().join("xdg-cache").exists());
+    // The hybrid's variables were put back once Mesa had read them: the application (and
+    // whatever it starts) sees its own environment.
+    assert_eq!(cold.get("env_mesa_shader_cache_dir"), "-");
+    assert_eq!(warm.get("env_mesa_shader_cache_dir"), "-");
 }
 
 #[test]
@@ -299,6 +303,9 @@ fn threads_two_displays_reinitialise_and_fork() {
         };
         assert_eq!(cold.installs(), installs, "{name}: {}", cold.stderr);
         assert_served(&cold, &warm);
+        // Every display's first context (re-initialised ones too) had Mesa's own cache in
+        // the namespace, never in the XDG cache.
+        assert!(!s.dir.path().join("xdg-cache").exists(), "{name}");
         if name == "reinit" {
             // The second round of the cold run was served from what its first stored.
             let c = cold.counters().unwrap();
