@@ -14,7 +14,8 @@
  * --pause-ms MS   sleep after each program (the kill tests).
  * --shader-dir D  the fragment shaders are D's *.frag files (shadertoy bodies, mainImage) in
  *                 name order instead of generated ones.
- * Output: "pixels <hash>", "programs <n>", "own_sets <n> own_gets <n> own_hits <n>",
+ * Output: "pixels <hash>", "programs <n>", with --displays 2 "devices <n>",
+ * "env_mesa_shader_cache_dir <value or ->", "own_sets <n> own_gets <n> own_hits <n>",
  * "create_ms <ms> compile_draw_ms <ms> total_ms <ms>". Exit 0 on success. */
 #define _GNU_SOURCE
 #include <EGL/egl.h>
@@ -281,6 +282,7 @@ static EGLDisplay open_display(int which) {
         EGLint n = 0;
         if (query_devices && get_platform_display && query_devices(8, devices, &n) && n > 0)
             dpy = get_platform_display(EGL_PLATFORM_DEVICE_EXT, devices[n - 1], NULL);
+        printf("devices %d\n", (int)n);
     }
     if (dpy == EGL_NO_DISPLAY)
         die("no display");
@@ -445,6 +447,9 @@ int main(int argc, char **argv) {
     printf("pixels %016llx\n", (unsigned long long)h);
     printf("programs %d\n", programs * displays);
     printf("own_sets %lu own_gets %lu own_hits %lu\n", own_sets, own_gets, own_hits);
+    /* The environment as the application sees it after creating its contexts. */
+    const char *mesa_dir = getenv("MESA_SHADER_CACHE_DIR");
+    printf("env_mesa_shader_cache_dir %s\n", mesa_dir && *mesa_dir ? mesa_dir : "-");
     for (int d = 0; d < displays; d++)
         eglTerminate(dpys[d]);
     printf("create_ms %.1f compile_draw_ms %.1f total_ms %.1f\n", create_ms, t2 - t1, now_ms() - start);

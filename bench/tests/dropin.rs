@@ -264,6 +264,10 @@ fn a_c_program_linking_libegl_is_served_by_gpucache_with_the_same_pixels() {
         "the hybrid: Mesa's own cache in the namespace"
     );
     assert!(!s.dir.path().join("xdg-cache").exists());
+    // The hybrid's variables were put back once Mesa had read them: the application (and
+    // whatever it starts) sees its own environment.
+    assert_eq!(cold.get("env_mesa_shader_cache_dir"), "-");
+    assert_eq!(warm.get("env_mesa_shader_cache_dir"), "-");
 }
 
 #[test]
@@ -299,6 +303,9 @@ fn threads_two_displays_reinitialise_and_fork() {
         };
         assert_eq!(cold.installs(), installs, "{name}: {}", cold.stderr);
         assert_served(&cold, &warm);
+        // Every display's first context (re-initialised ones too) had Mesa's own cache in
+        // the namespace, never in the XDG cache.
+        assert!(!s.dir.path().join("xdg-cache").exists(), "{name}");
         if name == "reinit" {
             // The second round of the cold run was served from what its first stored.
             let c = cold.counters().unwrap();
@@ -578,4 +585,47 @@ fn piglit_shader_runner_results_are_unchanged_and_the_second_run_is_served() {
         assert_served(&cold_run, &warm_run);
     }
     namespace(&s.root(), "shader_runner");
+}
+
+#[test]
+fn found_through_glvnds_own_list_it_skips_itself_and_lists_devices_once() {
+    // `__EGL_VENDOR_LIBRARY_FILENAMES=<drop-in>:<Mesa>`, no GPUCACHE_DROPIN_VENDOR: the drop-in
+    // finds Mesa in GLVND's own list (skipping its own file), and since GLVND loads Mesa's entry
+    // too, leaves device enumeration to it: the application sees one device, as without the
+    // drop-in, and the surfaceless display is cached.
+    let s = Sandbox::new();
+    let args = ["--programs", "2", "--displays", "2"];
+    let baseline = run({
+        let mut c = s.plain(app());
+        c.args(args);
+        c
+    });
+    let both = || {
+        let mut c = s.dropin(app());
+        c.env_remove("GPUCACHE_DROPIN_VENDOR").env(
+            "__EGL_VENDOR_LIBRARY_FILENAMES",
+            format!(
+                "{}:{}",
+                dropin_json().display(),
+                mesa::root().join("egl_vendor.json").display()
+            ),
+        );
+        c.args(args);
+        run(c)
+    };
+    let cold = both();
+    let warm = both();
+    assert_eq!(baseline.get("devices"), "1");
+    assert_eq!(
+        cold.get("devices"),
+        baseline.get("devices"),
+        "{}",
+        cold.stderr
+    );
+    assert_eq!(baseline.get("pixels"), cold.get("pixels"));
+    assert_eq!(baseline.get("pixels"), warm.get("pixels"));
+    assert!(cold.stderr.contains("real vendor: "), "{}", cold.stderr);
+    // The surfaceless display is the drop-in's; the device's is Mesa's own entry's.
+    assert_eq!(cold.installs(), 1, "{}", cold.stderr);
+    assert_served(&cold, &warm);
 }

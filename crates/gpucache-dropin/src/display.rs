@@ -211,20 +211,20 @@ impl Displays {
 /// # Safety
 ///
 /// `dpy` belongs to the EGL of `real`.
-pub unsafe fn before_create_context(real: &Real, dpy: EGLDisplay) {
+pub unsafe fn before_create_context(real: &Real, dpy: EGLDisplay) -> Option<EnvRestore> {
     let p = process();
     if !p.settings.enabled || dpy.is_null() {
-        return;
+        return None;
     }
     let started = std::time::Instant::now();
     let mut d = displays();
     if d.entry(dpy as usize).state != State::Fresh {
-        return;
+        return None;
     }
     // SAFETY: `dpy` belongs to `real`'s EGL (the caller's contract).
     let Some(extensions) = (unsafe { real.query(dpy, EGL_EXTENSIONS) }) else {
         // Not initialised: the real call fails too; try again next time.
-        return;
+        return None;
     };
     if !has_token(&extensions, b"EGL_ANDROID_blob_cache") {
         log(
@@ -232,7 +232,7 @@ pub unsafe fn before_create_context(real: &Real, dpy: EGLDisplay) {
             "the display does not advertise EGL_ANDROID_blob_cache: stepping aside",
         );
         d.entry(dpy as usize).state = State::Aside;
-        return;
+        return None;
     }
     // SAFETY: as above.
     let vendor = unsafe { real.query(dpy, EGL_VENDOR) }.unwrap_or_default();
@@ -275,10 +275,78 @@ pub unsafe fn before_create_context(real: &Real, dpy: EGLDisplay) {
         );
     }
     d.entry(dpy as usize).state = if ok { State::Prepared } else { State::Aside };
+    if ok && mesa {
+        hybrid(p)
+    } else {
+        None
+    }
+}
+
+/// The variables the hybrid sets or removes (`gpucache_egl_mesa_context_cache`).
+const HYBRID_VARS: [&str; 5] = [
+    "MESA_SHADER_CACHE_DIR",
+    "MESA_SHADER_CACHE_MAX_SIZE",
+    "MESA_DISK_CACHE_DATABASE_NUM_PARTS",
+    "MESA_GLSL_CACHE_DIR",
+    "MESA_GLSL_CACHE_MAX_SIZE",
+];
+
+/// The environment as it was before the hybrid changed it, put back right after the real
+/// `eglCreateContext` (Mesa has read it by then): the application and the processes it
+/// starts see their own environment.
+pub struct EnvRestore(Vec<(&'static str, Option<std::ffi::OsString>)>);
+
+impl EnvRestore {
+    /// Puts the variables back.
+    pub fn restore(self) {
+        for (name, value) in self.0 {
+            match value {
+                Some(v) => std::env::set_var(name, v),
+                None => std::env::remove_var(name),
+            }
+        }
+    }
+}
+
+/// The hybrid for a display's first context: Mesa's own cache pointed into gpucache's
+/// directory for what context creation compiles, unless the environment already chooses
+/// Mesa's cache directory (the user's choice is kept) or disables it.
+fn hybrid(p: &Process) -> Option<EnvRestore> {
+    if !p.settings.hybrid {
+        return None;
+    }
+    let own = ["MESA_SHADER_CACHE_DIR", "MESA_GLSL_CACHE_DIR"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some());
+    if own {
+        log(
+            p,
+            "hybrid off: the environment chooses Mesa's cache directory",
+        );
+        return None;
+    }
+    let saved = EnvRestore(
+        HYBRID_VARS
+            .iter()
+            .map(|&v| (v, std::env::var_os(v)))
+            .collect(),
+    );
+    // SAFETY: it changes the environment (see docs/dropin.md, "The hybrid"), inside the
+    // application's eglCreateContext call, and the caller puts it back right after.
+    let rc =
+        unsafe { gpucache_ffi::gpucache_egl_mesa_context_cache(p.settings.mesa_context_max_bytes) };
+    if rc != gpucache_ffi::GPUCACHE_OK {
+        log(
+            p,
+            "hybrid off: Mesa's cache is disabled or its folder cannot be made",
+        );
+        return None;
+    }
+    Some(saved)
 }
 
 /// Configures the process-global blob cache in this application's directory, for
-/// `identity`; with the hybrid, Mesa's own cache for context creation too.
+/// `identity`.
 fn configure(p: &Process, identity: &[u8], mesa: bool) -> Result<PathBuf, String> {
     let s = &p.settings;
     let dir = s
@@ -317,28 +385,6 @@ fn configure(p: &Process, identity: &[u8], mesa: bool) -> Result<PathBuf, String
         .and_then(|c| c.cache().directory().map(|d| d.to_path_buf()))
         .unwrap_or(dir);
     at_exit_and_fork();
-    if s.hybrid && mesa {
-        let own = ["MESA_SHADER_CACHE_DIR", "MESA_GLSL_CACHE_DIR"]
-            .iter()
-            .any(|v| std::env::var_os(v).is_some());
-        if own {
-            log(
-                p,
-                "hybrid off: the environment chooses Mesa's cache directory",
-            );
-        } else {
-            // SAFETY: it changes the environment; see docs/dropin.md ("The hybrid"): this
-            // runs once, inside the application's first eglCreateContext call.
-            let rc =
-                unsafe { gpucache_ffi::gpucache_egl_mesa_context_cache(s.mesa_context_max_bytes) };
-            if rc != gpucache_ffi::GPUCACHE_OK {
-                log(
-                    p,
-                    "hybrid off: Mesa's cache is disabled or its folder cannot be made",
-                );
-            }
-        }
-    }
     Ok(resolved)
 }
 

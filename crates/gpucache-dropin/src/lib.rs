@@ -301,12 +301,19 @@ unsafe fn create_context(
     let Some(create) = real.create_context else {
         return std::ptr::null_mut();
     };
-    if work {
+    let restore = if work {
         // SAFETY: `dpy` is the application's display of this EGL.
-        guard((), || unsafe { display::before_create_context(real, dpy) });
-    }
+        guard(None, || unsafe {
+            display::before_create_context(real, dpy)
+        })
+    } else {
+        None
+    };
     // SAFETY: forwarded unchanged.
     let ctx = unsafe { create(dpy, config, share, attribs) };
+    if let Some(restore) = restore {
+        guard((), || restore.restore());
+    }
     if work && !ctx.is_null() {
         // SAFETY: as above; the context was just created.
         guard((), || unsafe { display::after_create_context(real, dpy) });
