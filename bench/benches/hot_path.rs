@@ -3,7 +3,8 @@
 //! Each case is one operation (`get` or `put`), a thread count (1 or 2), a key size
 //! (20 B or 64 B) and a value size (4 KiB or 64 KiB). The contestants are:
 //!
-//! - `gpucache::Store` with its default policy (S3-FIFO) and with LRU,
+//! - `gpucache::Store` with its default policy (W-TinyLFU), with S3-FIFO (the default
+//!   before it) and with LRU,
 //! - `quick_cache::sync::Cache<Vec<u8>, Bytes>`,
 //! - `moka::sync::Cache<Vec<u8>, Bytes>`,
 //! - the floor: `Mutex<HashMap<Vec<u8>, Arc<[u8]>>>` with the default std hasher.
@@ -100,6 +101,7 @@ impl Op {
 /// The implementations under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Contender {
+    GpucacheTinyLfu,
     GpucacheS3Fifo,
     GpucacheLru,
     QuickCache,
@@ -108,7 +110,8 @@ enum Contender {
 }
 
 impl Contender {
-    const ALL: [Contender; 5] = [
+    const ALL: [Contender; 6] = [
+        Contender::GpucacheTinyLfu,
         Contender::GpucacheS3Fifo,
         Contender::GpucacheLru,
         Contender::QuickCache,
@@ -118,6 +121,7 @@ impl Contender {
 
     fn label(self) -> &'static str {
         match self {
+            Contender::GpucacheTinyLfu => "gpucache w-tinylfu",
             Contender::GpucacheS3Fifo => "gpucache s3fifo",
             Contender::GpucacheLru => "gpucache lru",
             Contender::QuickCache => "quick_cache",
@@ -331,6 +335,7 @@ impl HotPath for Floor {
 
 /// One pre-filled instance of every contender for one dataset.
 struct Contenders {
+    tinylfu: Gpucache,
     s3fifo: Gpucache,
     lru: Gpucache,
     quick: QuickCache,
@@ -341,12 +346,14 @@ struct Contenders {
 impl Contenders {
     fn prefilled(data: &Dataset) -> Self {
         let contenders = Contenders {
+            tinylfu: Gpucache::new(data.shape, PolicyKind::TinyLfu),
             s3fifo: Gpucache::new(data.shape, PolicyKind::S3Fifo),
             lru: Gpucache::new(data.shape, PolicyKind::Lru),
             quick: QuickCache::new(data.shape),
             moka: Moka::new(data.shape),
             floor: Floor::new(),
         };
+        prefill(&contenders.tinylfu, data);
         prefill(&contenders.s3fifo, data);
         prefill(&contenders.lru, data);
         prefill(&contenders.quick, data);
@@ -357,6 +364,7 @@ impl Contenders {
 
     fn measure(&self, who: Contender, run: &Run<'_>) -> Sample {
         match who {
+            Contender::GpucacheTinyLfu => run.measure(&self.tinylfu),
             Contender::GpucacheS3Fifo => run.measure(&self.s3fifo),
             Contender::GpucacheLru => run.measure(&self.lru),
             Contender::QuickCache => run.measure(&self.quick),
@@ -582,7 +590,11 @@ fn print_header(config: Config) {
     );
     println!(
         "Cells: total Mops/s over all threads (ns per op per thread). \
-         Ratios use gpucache with its default policy (S3-FIFO)."
+         Ratios use gpucache with its default policy (W-TinyLFU)."
+    );
+    println!(
+        "- `w-tinylfu/s3fifo time ratio` = W-TinyLFU ns/op ÷ S3-FIFO ns/op \
+         (S3-FIFO: the default before W-TinyLFU); at most 1 is no slower."
     );
     println!(
         "- `floor/gpucache time ratio` = gpucache ns/op ÷ floor ns/op \
@@ -602,6 +614,7 @@ fn print_table(op: Op, results: &[CaseResult]) {
             .iter()
             .map(|c| format!("{} Mops/s (ns)", c.label())),
     );
+    header.push("w-tinylfu/s3fifo time ratio".into());
     header.push("floor/gpucache time ratio".into());
     header.push("gpucache/quick_cache throughput".into());
     let rows: Vec<Vec<String>> = results
@@ -628,7 +641,13 @@ fn table_row(result: &CaseResult) -> Vec<String> {
             result.ns_per_op_per_thread(who)
         )
     }));
-    let gpucache = Contender::GpucacheS3Fifo;
+    // gpucache is its default policy (W-TinyLFU); S3-FIFO was the default before it.
+    let gpucache = Contender::GpucacheTinyLfu;
+    row.push(format!(
+        "{:.2}",
+        result.ns_per_op_per_thread(gpucache)
+            / result.ns_per_op_per_thread(Contender::GpucacheS3Fifo)
+    ));
     let time_ratio =
         result.ns_per_op_per_thread(gpucache) / result.ns_per_op_per_thread(Contender::Floor);
     let time_target_missed = result.op == Op::Get && time_ratio > GET_TIME_RATIO_TARGET;

@@ -6,4 +6,5 @@ pub mod disk;
 pub mod gl;
 pub mod replay;
 pub mod selfcheck;
+pub mod throttle;
 pub mod traces;

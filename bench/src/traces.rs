@@ -192,6 +192,27 @@ pub fn phase_change(alpha: f64, requests: usize, capacity: usize, seed: u64) -> 
     )
 }
 
+/// Zipf requests whose popular set switches back and forth between two disjoint sets every
+/// `requests / 4` (a user alternating between two applications or levels): a policy must
+/// forget the first set's favourites and take them back when they return.
+pub fn phase_cycle(alpha: f64, requests: usize, capacity: usize, seed: u64) -> Trace {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dist = Zipf::new(capacity * 10, alpha);
+    let quarter = (requests / 4).max(1);
+    let keys = (0..requests)
+        .map(|i| {
+            let space = if (i / quarter).is_multiple_of(2) { 12 } else { 13 };
+            key_of(space, dist.sample(&mut rng))
+        })
+        .collect();
+    Trace::unit(
+        format!("phase-cycle-{alpha:.1}"),
+        "Zipf; the popular set switches between two disjoint sets every quarter",
+        capacity,
+        keys,
+    )
+}
+
 /// Zipf requests of which a share `wonders` are keys requested once and never again.
 pub fn one_hit_wonders(
     alpha: f64,
@@ -276,12 +297,15 @@ pub fn standard(requests: usize, capacity: usize) -> Vec<Trace> {
         loop_over(1.05, requests, capacity),
         loop_over(1.2, requests, capacity),
         loop_over(2.0, requests, capacity),
+        loop_over(3.0, requests, capacity),
         at(loop_over(1.05, requests, small)),
         scan_with_zipf(1.0, capacity * 10, requests, capacity, 3),
         pages_share_programs(requests, capacity, 4),
         phase_change(1.0, requests, capacity, 15),
+        phase_cycle(0.8, requests, capacity, 19),
         one_hit_wonders(0.9, 0.3, requests, capacity, 16),
         drifting(0.9, requests, capacity, 17),
+        at(drifting(0.9, requests, small, 20)),
         sized_zipf(0.9, requests, capacity, 18),
     ]
 }
@@ -314,6 +338,17 @@ mod tests {
         let t = phase_change(1.0, 1000, 10, 1);
         let first: std::collections::HashSet<_> = t.keys[..500].iter().collect();
         assert!(t.keys[500..].iter().all(|k| !first.contains(k)));
+    }
+
+    #[test]
+    fn phase_cycle_returns_to_the_first_set() {
+        let t = phase_cycle(0.8, 4000, 10, 1);
+        let first: std::collections::HashSet<_> = t.keys[..1000].iter().collect();
+        assert!(t.keys[1000..2000].iter().all(|k| !first.contains(k)));
+        assert!(t.keys[2000..3000]
+            .iter()
+            .all(|k| first.contains(k) || !t.keys[1000..2000].contains(k)));
+        assert!(t.keys[2000..3000].iter().any(|k| first.contains(k)));
     }
 
     #[test]

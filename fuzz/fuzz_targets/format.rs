@@ -3,8 +3,9 @@
 #![no_main]
 
 use gpucache::fuzzing::{
-    decode_index_entry, decode_meta, decode_record, decode_segment_header, decompress_value,
-    record_value, SegmentFile,
+    decode_index_entry, decode_meta, decode_record, decode_segment_header, decode_table_header,
+    decode_table_page, decompress_value, encode_table_header, record_value, SegmentFile,
+    SLOTS_PER_PAGE,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -19,6 +20,16 @@ fuzz_target!(|data: &[u8]| {
         if let Ok(value) = record_value(data, &header, 1 << 20) {
             assert!(value.len() <= 1 << 20);
         }
+    }
+    // The hash table's header and pages (`seg-table.hix`): a header re-encodes to the bytes
+    // its CRC covers; a page never claims more slots than it holds.
+    if let Ok(header) = decode_table_header(data) {
+        let covered = 48 + header.segs.len() * 40 + 4;
+        assert!(header.header_len as usize <= data.len());
+        assert_eq!(encode_table_header(&header)[..covered], data[..covered]);
+    }
+    if let Ok((slots, _)) = decode_table_page(data) {
+        assert!(slots.len() <= SLOTS_PER_PAGE);
     }
     // Hostile compressed values on their own (`raw_len:u32`, then an LZ4 block).
     if let Ok(value) = decompress_value(data, 1 << 16) {

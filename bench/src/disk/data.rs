@@ -73,6 +73,14 @@ impl Dataset {
         self.pool.slice(at..at + VALUE_LEN)
     }
 
+    /// Like [`Self::value`], `len` bytes long (at most the pool's size less 1 MiB).
+    pub fn value_of_len(&self, i: usize, generation: u64, len: usize) -> Bytes {
+        let len = len.min(POOL_LEN - (1 << 20));
+        let span = (POOL_LEN - len) as u64;
+        let at = (mix((i as u64) ^ (generation << 40)) % span) as usize;
+        self.pool.slice(at..at + len)
+    }
+
     /// Every value of `generation`, made before a timed loop.
     pub fn values(&self, generation: u64) -> Vec<Bytes> {
         (0..self.len()).map(|i| self.value(i, generation)).collect()

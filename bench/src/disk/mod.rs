@@ -13,6 +13,7 @@ pub mod fsutil;
 pub mod index_mem;
 pub mod measure;
 pub mod open;
+pub mod open_scale;
 pub mod ours;
 #[cfg(feature = "peers")]
 pub mod peers;
@@ -44,15 +45,23 @@ pub fn run(settings: &Settings, alloc: &CountingAlloc) -> anyhow::Result<()> {
         times.push(format!("{name} {:.0} s", clock.elapsed().as_secs_f64()));
         clock = Instant::now();
     };
-    let loaded = open::Loaded::write(settings, &data, scratch.path())?;
-    lap("loading");
-    let (n, main_dir) = loaded.largest().clone();
-    if settings.runs(1) {
-        open::run(settings, &data, &loaded)?;
+    let loaded = if [1, 2, 4, 5].iter().any(|&s| settings.runs(s)) {
+        let loaded = open::Loaded::write(settings, &data, scratch.path())?;
+        lap("loading");
+        Some(loaded)
+    } else {
+        None
+    };
+    let (n, main_dir) = loaded
+        .as_ref()
+        .map(|l| l.largest().clone())
+        .unwrap_or_default();
+    if let (true, Some(loaded)) = (settings.runs(1), &loaded) {
+        open::run(settings, &data, loaded)?;
         lap("1");
     }
-    if settings.runs(2) {
-        index_mem::run(alloc, &loaded, scratch.path())?;
+    if let (true, Some(loaded)) = (settings.runs(2), &loaded) {
+        index_mem::run(alloc, loaded, scratch.path())?;
         lap("2");
     }
     if settings.runs(3) {
@@ -70,6 +79,10 @@ pub fn run(settings: &Settings, alloc: &CountingAlloc) -> anyhow::Result<()> {
     if settings.runs(6) {
         run_peers(settings, &data, scratch.path())?;
         lap("6");
+    }
+    if settings.runs(7) {
+        open_scale::run(settings, scratch.path())?;
+        lap("7");
     }
     println!("Section times: {}.", times.join(", "));
     println!("Total run time: {:.0} s.", started.elapsed().as_secs_f64());

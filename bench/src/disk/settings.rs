@@ -17,18 +17,27 @@ pub struct Settings {
     pub seq_bytes: u64,
     /// Random keys read per pass of the get benchmarks.
     pub get_sample: usize,
-    /// Sections to run (1 to 6); all by default.
+    /// Sections to run (1 to 7); 1 to 6 by default (7 loads a million entries per engine).
     pub only: Vec<u8>,
     /// Peers to compare with in section 6 (gpucache always runs); all by default.
     pub peers: Option<Vec<String>>,
     /// Where scratch directories are created (a temporary directory inside it is removed
     /// at the end).
     pub scratch_parent: Option<PathBuf>,
+    /// Entry counts of section 7 (open to first hit at scale).
+    pub scale_sizes: Vec<usize>,
+    /// Value length of section 7's loads.
+    pub scale_value_len: usize,
+    /// Where section 7 keeps its loads between runs (default: inside the scratch directory,
+    /// removed at the end).
+    pub data_dir: Option<PathBuf>,
+    /// Storage profiles of section 7's cold runs (`hdd`, `emmc`, `ssd`, `IOPS:BPS`, `none`).
+    pub storage: Vec<String>,
 }
 
 /// How to run the binary.
 pub const USAGE: &str =
-    "usage: disk_bench [--entries N] [--quick] [--rounds R] [--dir PARENT] [--only 1,4,...] [--peers foyer,redb,...]";
+    "usage: disk_bench [--entries N] [--quick] [--rounds R] [--dir PARENT] [--only 1,4,...] [--peers foyer,redb,...] [--scale-sizes 100000,1000000] [--value-len B] [--data DIR] [--storage hdd|emmc|ssd|IOPS:BPS|none]";
 
 impl Settings {
     /// Parses `--entries N`, `--quick`, `--rounds R`, `--dir PARENT`, `--only LIST` and
@@ -40,6 +49,10 @@ impl Settings {
         let mut scratch_parent = None;
         let mut only = vec![1, 2, 3, 4, 5, 6];
         let mut peers = None;
+        let mut scale_sizes = None;
+        let mut scale_value_len = 1024;
+        let mut data_dir = None;
+        let mut storage = vec!["hdd".to_string()];
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
             let mut value =
@@ -51,6 +64,22 @@ impl Settings {
                 "--only" => only = parse_sections(&value("--only")?)?,
                 "--peers" => {
                     peers = Some(value("--peers")?.split(',').map(str::to_owned).collect());
+                }
+                "--scale-sizes" => {
+                    scale_sizes = Some(
+                        value("--scale-sizes")?
+                            .split(',')
+                            .map(|s| s.trim().parse::<usize>())
+                            .collect::<Result<Vec<_>, _>>()
+                            .context("--scale-sizes")?,
+                    );
+                }
+                "--value-len" => {
+                    scale_value_len = value("--value-len")?.parse().context("--value-len")?;
+                }
+                "--data" => data_dir = Some(PathBuf::from(value("--data")?)),
+                "--storage" => {
+                    storage = value("--storage")?.split(',').map(str::to_owned).collect();
                 }
                 "--quick" => quick = true,
                 "-h" | "--help" => bail!("{USAGE}"),
@@ -70,6 +99,14 @@ impl Settings {
             only,
             peers,
             scratch_parent,
+            scale_sizes: scale_sizes.unwrap_or(if quick {
+                vec![10_000, 100_000]
+            } else {
+                vec![100_000, 1_000_000]
+            }),
+            scale_value_len,
+            data_dir,
+            storage,
         })
     }
 
@@ -84,12 +121,12 @@ impl Settings {
     }
 }
 
-/// Parses a comma-separated list of section numbers (1 to 6).
+/// Parses a comma-separated list of section numbers (1 to 7).
 fn parse_sections(list: &str) -> anyhow::Result<Vec<u8>> {
     list.split(',')
         .map(|s| match s.trim().parse::<u8>() {
-            Ok(n @ 1..=6) => Ok(n),
-            _ => bail!("--only takes section numbers 1 to 6, not {s:?}"),
+            Ok(n @ 1..=7) => Ok(n),
+            _ => bail!("--only takes section numbers 1 to 7, not {s:?}"),
         })
         .collect()
 }

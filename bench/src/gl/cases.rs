@@ -27,11 +27,15 @@ pub enum Case {
     GpucachePrograms,
     /// Callbacks over an in-process map filled from one file.
     Floor,
+    /// An unmodified application (`gl_run --callbacks none`) under the drop-in
+    /// (`libEGL_gpucache.so` as the only GLVND vendor, wrapping Mesa's): gpucache through
+    /// the callbacks and the hybrid, set up by the drop-in alone.
+    Dropin,
 }
 
 impl Case {
     /// Every case, in table order.
-    pub const ALL: [Case; 7] = [
+    pub const ALL: [Case; 8] = [
         Case::NoCache,
         Case::MesaDb,
         Case::MesaMultiFile,
@@ -39,6 +43,7 @@ impl Case {
         Case::Gpucache,
         Case::GpucachePrograms,
         Case::Floor,
+        Case::Dropin,
     ];
 
     /// The row label.
@@ -51,6 +56,7 @@ impl Case {
             Case::Gpucache => "gpucache",
             Case::GpucachePrograms => "gpucache + program cache",
             Case::Floor => "floor (in-process map)",
+            Case::Dropin => "drop-in (unmodified app)",
         }
     }
 
@@ -64,6 +70,7 @@ impl Case {
             Case::Gpucache => "gpucache",
             Case::GpucachePrograms => "gpucache-programs",
             Case::Floor => "floor",
+            Case::Dropin => "dropin",
         }
     }
 
@@ -90,6 +97,7 @@ impl Case {
             Case::MesaDb | Case::MesaMultiFile | Case::MesaSingleFile => home.join("mesa"),
             Case::Gpucache | Case::GpucachePrograms => home.join("gpucache"),
             Case::Floor => home.join("floor.bin"),
+            Case::Dropin => home.join("dropin"),
         }
     }
 
@@ -139,6 +147,18 @@ impl Case {
                 cmd.arg("--cache-path").arg(self.cache_path(home));
                 "floor"
             }
+            Case::Dropin => {
+                let json = home.join("gpucache.json");
+                std::fs::write(&json, dropin_json(gl_run)?)?;
+                cmd.env("__EGL_VENDOR_LIBRARY_FILENAMES", &json)
+                    .env(
+                        "GPUCACHE_DROPIN_VENDOR",
+                        super::mesa::root().join("egl_vendor.json"),
+                    )
+                    .env("GPUCACHE_DROPIN_DIR", self.cache_path(home))
+                    .env("XDG_CONFIG_HOME", home.join("config"));
+                "none"
+            }
         };
         cmd.args(["--callbacks", callbacks])
             .arg("--corpus")
@@ -176,6 +196,29 @@ impl Case {
         }
         Ok(())
     }
+}
+
+/// The vendor JSON naming the drop-in library built beside `gl_run` (the bench crate depends
+/// on gpucache-dropin, so cargo builds `libEGL_gpucache.so` in the same profile).
+fn dropin_json(gl_run: &Path) -> Result<String> {
+    let dir = gl_run.parent().unwrap_or(Path::new("."));
+    let lib = [
+        dir.join("libEGL_gpucache.so"),
+        dir.join("deps/libEGL_gpucache.so"),
+    ]
+    .into_iter()
+    .find(|p| p.exists())
+    .with_context(|| {
+        format!(
+            "libEGL_gpucache.so is not built beside {}",
+            gl_run.display()
+        )
+    })?;
+    let lib = std::fs::canonicalize(lib)?;
+    Ok(format!(
+        "{{\"file_format_version\":\"1.0.0\",\"ICD\":{{\"library_path\":\"{}\"}}}}\n",
+        lib.display()
+    ))
 }
 
 /// What every process draws.

@@ -13,7 +13,7 @@ pub mod pagecache;
 pub mod programs;
 pub mod report;
 mod slow_report;
-pub mod throttle;
+pub use crate::throttle;
 pub mod warm_start;
 
 use std::path::PathBuf;

@@ -61,6 +61,24 @@ impl Results {
                     .fold(f64::INFINITY, f64::min)
             };
             let (best_cld, best_wall) = (best(&cld), best(&wall));
+            let worst_wall = mesa
+                .iter()
+                .filter_map(|&c| self.case(c).slow.get(p).map(|r| wall(r)))
+                .fold(0.0, f64::max);
+            if let Some(d_slow) = self
+                .case(Case::Dropin)
+                .slow
+                .get(p)
+                .filter(|r| !r.is_empty())
+            {
+                let _ = writeln!(
+                    out,
+                    "\n- {}: drop-in cold wall {:.0} ms against the best Mesa back end's {best_wall:.0} ms and the worst's {worst_wall:.0} ms (target: ahead of every one): {}",
+                    profile.name,
+                    wall(d_slow),
+                    verdict(wall(d_slow) < best_wall),
+                );
+            }
             let _ = writeln!(
                 out,
                 "\n- {}: gpucache cold {own:.3}× its hot (target ≤ 1.05×): {}; {:.1} ms against the best Mesa back end's {best_cld:.1} ms (target: ahead of all): {}; cold wall {:.0} ms against {best_wall:.0} ms (target: no more): {}",

@@ -103,10 +103,8 @@ pub fn measure(settings: &Settings) -> Result<Results> {
     for (case, runs) in &mut cases {
         let path = case.cache_path(&home(settings, *case));
         runs.disk = pagecache::disk_usage(&path)?;
-        if path.is_dir() {
-            runs.mesa_context_bytes =
-                pagecache::disk_usage(&path.join(gpucache_ffi::MESA_CONTEXT_CACHE_SUBDIR))?
-                    .allocated;
+        if let Some(mesa_context) = find_dir(&path, gpucache_ffi::MESA_CONTEXT_CACHE_SUBDIR, 3) {
+            runs.mesa_context_bytes = pagecache::disk_usage(&mesa_context)?.allocated;
         }
         runs.slow = vec![Vec::new(); settings.profiles.len()];
     }
@@ -177,6 +175,26 @@ pub fn measure(settings: &Settings) -> Result<Results> {
         profiles,
         profiles_skipped,
     })
+}
+
+/// The directory named `name` at `path` or up to `depth` levels below it (the drop-in's is
+/// inside its namespace and identity directories).
+fn find_dir(path: &Path, name: &str, depth: usize) -> Option<PathBuf> {
+    let here = path.join(name);
+    if here.is_dir() {
+        return Some(here);
+    }
+    if depth == 0 {
+        return None;
+    }
+    let mut subs: Vec<PathBuf> = std::fs::read_dir(path)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    subs.sort();
+    subs.iter().find_map(|s| find_dir(s, name, depth - 1))
 }
 
 /// One cold run under `profile`: the case's files evicted, this process moved into the
@@ -365,6 +383,23 @@ impl Results {
             verdict(wall(&g.cold) <= best(&wall, false)),
             create(&g.hot),
             best(&create, true),
+        );
+        let d = self.case(Case::Dropin);
+        let space =
+            d.disk.allocated as f64 / (self.values_bytes as f64 + d.mesa_context_bytes as f64);
+        let _ = writeln!(
+            out,
+            "- drop-in (unmodified gl_run, nothing but the vendor JSON and its settings): hot wall {:.0} ms against the best Mesa back end's {:.0} ms (target: no more): {}; cold wall {:.0} against {:.0} ms; compile+link+draw hot {:.1} ms (gpucache linked in: {:.1}); bytes on disk {:.3}× the values plus Mesa's context-creation files ({:.1} KB; target ≤ 1.05×): {}",
+            wall(&d.hot),
+            best(&wall, true),
+            verdict(wall(&d.hot) <= best(&wall, true)),
+            wall(&d.cold),
+            best(&wall, false),
+            cld(&d.hot),
+            cld(&g.hot),
+            space,
+            d.mesa_context_bytes as f64 / 1e3,
+            verdict(space <= 1.05),
         );
         let (gets, hits): (u64, u64) = g
             .hot

@@ -6,6 +6,8 @@
 //! not a cache directory, a damaged file, I/O).
 
 mod bundle;
+mod discardable;
+mod dropin;
 mod fleet;
 mod maintain;
 mod output;
@@ -44,15 +46,21 @@ enum Command {
         /// Cache capacity in entries.
         #[arg(long, default_value_t = 1000)]
         capacity: u64,
-        /// Policies to compare (lru, s3-fifo).
-        #[arg(long, value_delimiter = ',', default_value = "lru,s3-fifo")]
+        /// Policies to compare (lru, s3-fifo, w-tinylfu); by default all three, the default
+        /// policy (w-tinylfu) among them.
+        #[arg(long, value_delimiter = ',', default_value = "lru,s3-fifo,w-tinylfu")]
         policy: Vec<PolicyKind>,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
     },
+    /// Install the drop-in (libEGL_gpucache.so, a GLVND EGL vendor) or show its caches.
+    Dropin {
+        #[command(subcommand)]
+        command: DropinCommand,
+    },
     /// Show meta, segments, entries and space use (read-only). On a driver-versioned root,
-    /// show each identity's cache.
+    /// show each identity's cache; on the drop-in's root, each application's namespace.
     Stats {
         /// The cache directory (or driver-versioned root).
         dir: PathBuf,
@@ -162,6 +170,48 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Discardable GPU memory across processes: this process serves real GL textures and
+    /// buffers (Mesa llvmpipe through EGL) under one budget; `--clients` client processes
+    /// lock, draw with and unlock theirs every frame. Prints budget, bytes used, evictions and
+    /// failed locks per frame, then a summary.
+    DiscardableDemo {
+        /// Client processes.
+        #[arg(long, default_value_t = 3)]
+        clients: u32,
+        /// Frames each client runs.
+        #[arg(long, default_value_t = 120)]
+        frames: u32,
+        /// The service's budget in MiB.
+        #[arg(long, default_value_t = 64)]
+        budget_mib: u64,
+        /// Eviction policy (lru, s3-fifo, tinylfu).
+        #[arg(long, default_value = "tinylfu")]
+        policy: PolicyKind,
+        /// Resources per client (textures of 64² to 512² and, one in eight, buffers).
+        #[arg(long, default_value_t = 64)]
+        textures: u32,
+        /// Seed of the clients' working sets and frame choices.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Plain accounting instead of GL objects.
+        #[arg(long)]
+        no_gl: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One client process of `discardable-demo` (started by it).
+    #[command(hide = true)]
+    DiscardableClient {
+        #[arg(long)]
+        socket: PathBuf,
+        #[arg(long)]
+        frames: u32,
+        #[arg(long)]
+        textures: u32,
+        #[arg(long)]
+        seed: u64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -207,6 +257,46 @@ enum FleetCommand {
     },
 }
 
+#[derive(Subcommand)]
+enum DropinCommand {
+    /// Print the GLVND vendor JSON file naming the drop-in library.
+    Json {
+        /// The library (default: libEGL_gpucache.so next to this executable).
+        #[arg(long)]
+        lib: Option<PathBuf>,
+    },
+    /// For this user: write the JSON file and print the shell lines that enable it
+    /// (`eval "$(gpucache dropin enable)"`); with --system, install it in
+    /// /etc/glvnd/egl_vendor.d for every process.
+    Enable {
+        /// The library (default: libEGL_gpucache.so next to this executable).
+        #[arg(long)]
+        lib: Option<PathBuf>,
+        /// Install system-wide (needs root).
+        #[arg(long)]
+        system: bool,
+        /// The vendor directory --system writes to.
+        #[arg(long, default_value = dropin::SYSTEM_DIR, requires = "system")]
+        vendor_dir: PathBuf,
+    },
+    /// The reverse of enable (`eval "$(gpucache dropin disable)"`; --system removes the file).
+    Disable {
+        /// Remove the system-wide file.
+        #[arg(long)]
+        system: bool,
+        /// The vendor directory --system removes from.
+        #[arg(long, default_value = dropin::SYSTEM_DIR, requires = "system")]
+        vendor_dir: PathBuf,
+    },
+    /// `stats` of the drop-in's root (its per-application namespaces), found from the same
+    /// settings an application reads (GPUCACHE_DROPIN_DIR, the config file, XDG_CACHE_HOME).
+    Stats {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
 /// How a command that ran to completion ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -225,6 +315,18 @@ fn run(command: Command, out: &mut dyn Write) -> Result<Outcome> {
             json,
         } => replay::run(out, &trace, capacity, &policy, json).map(|()| Outcome::Success),
         Command::Stats { dir, json } => read::stats(out, &dir, json),
+        Command::Dropin { command } => match command {
+            DropinCommand::Json { lib } => dropin::json(out, lib.as_deref()),
+            DropinCommand::Enable {
+                lib,
+                system,
+                vendor_dir,
+            } => dropin::enable(out, lib.as_deref(), system.then_some(vendor_dir.as_path())),
+            DropinCommand::Disable { system, vendor_dir } => {
+                dropin::disable(out, system.then_some(vendor_dir.as_path()))
+            }
+            DropinCommand::Stats { json } => read::stats(out, &dropin::root()?, json),
+        },
         Command::Ls { dir, text, json } => read::ls(out, &dir, text, json),
         Command::Get {
             dir,
@@ -259,6 +361,34 @@ fn run(command: Command, out: &mut dyn Write) -> Result<Outcome> {
             force,
             json,
         } => bundle::import(out, &dir, &file, force, json),
+        Command::DiscardableDemo {
+            clients,
+            frames,
+            budget_mib,
+            policy,
+            textures,
+            seed,
+            no_gl,
+            json,
+        } => discardable::demo(
+            out,
+            &discardable::DemoArgs {
+                clients,
+                frames,
+                budget_mib,
+                policy,
+                textures,
+                seed,
+                no_gl,
+                json,
+            },
+        ),
+        Command::DiscardableClient {
+            socket,
+            frames,
+            textures,
+            seed,
+        } => discardable::client(&socket, frames, textures, seed),
         Command::Fleet { command } => match command {
             FleetCommand::Push {
                 dir,

@@ -17,13 +17,19 @@ use std::io;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
+mod channel_client;
 mod client;
 pub mod frame_loop;
+pub mod proto;
+mod server;
 mod service;
 mod shm;
 pub mod word;
 
+pub use channel_client::ChannelClient;
 pub use client::{ClientDiscardableManager, ClientHandle, HandleId};
+pub use proto::{ClientMessage, DescError, ProtocolError, ResourceDesc, SyncReply, TexelFormat};
+pub use server::{Backend, CountingBackend, Server, ServerConfig, ServerStats};
 pub use service::{
     ClientId, ContextId, DeleteCallback, Deleted, MemoryPressure, ResourceId,
     ServiceDiscardableManager, ServiceStats,
@@ -92,6 +98,27 @@ pub enum Error {
     /// The client manager does not know this handle (freed or never made).
     #[error("unknown handle {0:?}")]
     UnknownHandle(HandleId),
+    /// A frame on the channel could not be decoded (the connection is dropped).
+    #[error("protocol: {0}")]
+    Protocol(#[from] ProtocolError),
+    /// A resource description the service refuses.
+    #[error("resource description: {0}")]
+    Desc(#[from] DescError),
+    /// A pool registration arrived without its memfd.
+    #[error("pool {0} registered without an fd")]
+    MissingFd(PoolId),
+    /// More fds arrived than pool registrations to carry them.
+    #[error("{0} fds received without a pool registration")]
+    TooManyFds(usize),
+    /// The back end (GL) could not create or use the resource.
+    #[error("back end: {0}")]
+    Backend(String),
+    /// The client sent more bad messages than the service tolerates (it is dropped).
+    #[error("{0} refused messages: client dropped")]
+    TooManyErrors(u32),
+    /// The service closed the channel.
+    #[error("channel closed by the service")]
+    Closed,
 }
 
 /// One lock word in shared memory, shared by a client and the service.

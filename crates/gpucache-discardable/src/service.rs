@@ -224,6 +224,37 @@ impl ServiceDiscardableManager {
             .ok_or(Error::UnknownResource { client, resource })
     }
 
+    /// Whether [`initialize`](Self::initialize) would accept the resource and its handle
+    /// (all its checks but the size): a service checks this before it creates the object.
+    pub fn check_initialize(
+        &self,
+        client: ClientId,
+        resource: ResourceId,
+        pool: PoolId,
+        offset: u32,
+    ) -> Result<(), Error> {
+        let c = self
+            .clients
+            .get(&client)
+            .ok_or(Error::UnknownClient(client))?;
+        if c.resources.contains_key(&resource) {
+            return Err(Error::AlreadyInitialized { client, resource });
+        }
+        let mem = c
+            .pools
+            .get(&pool)
+            .ok_or(Error::UnknownPool { client, pool })?;
+        let w = mem.word(offset).ok_or(Error::BadOffset { pool, offset })?;
+        if self.live_words.contains(&(client, pool, offset)) {
+            return Err(Error::HandleInUse { pool, offset });
+        }
+        let w = w.load(std::sync::atomic::Ordering::Relaxed);
+        if w < word::LOCKED_ONCE {
+            return Err(Error::NotLockedAtInit(w));
+        }
+        Ok(())
+    }
+
     /// Tracks a new resource of `size` bytes whose handle is the word at `offset` of the
     /// client's `pool`; the handle must read locked. Enforces the budget.
     pub fn initialize(
@@ -415,6 +446,17 @@ impl ServiceDiscardableManager {
     pub fn size_of(&self, client: ClientId, resource: ResourceId) -> Option<u64> {
         let id = self.lookup(client, resource).ok()?;
         self.entry(id).map(|e| e.size)
+    }
+
+    /// The resource's lock word now (a hint: the client may change it at once).
+    pub fn word_of(&self, client: ClientId, resource: ResourceId) -> Option<u32> {
+        let id = self.lookup(client, resource).ok()?;
+        self.entry(id).map(|e| e.handle.value())
+    }
+
+    /// Resources tracked for `client`.
+    pub fn resource_count(&self, client: ClientId) -> usize {
+        self.clients.get(&client).map_or(0, |c| c.resources.len())
     }
 
     /// Whether the service holds the resource as unlocked (evictable).

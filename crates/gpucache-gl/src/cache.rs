@@ -1,8 +1,8 @@
 //! The program cache: status storage and binary storage over one engine [`Cache`].
 //!
-//! Binaries live in the engine's memory tier (LRU by default, the seed's choice; S3-FIFO
-//! selectable), which the disk tier persists: preloaded in the background at open, written
-//! behind. A memory miss does the engine's synchronous, checksummed read of the disk tier
+//! Binaries live in the engine's memory tier (the engine's default policy, W-TinyLFU; LRU,
+//! the seed's choice, and S3-FIFO selectable), which the disk tier persists: preloaded in the
+//! background at open, written behind. A memory miss does the engine's synchronous, checksummed read of the disk tier
 //! (the seed's start-up race: the first programs are asked for before the preload reaches
 //! them). The engine tells the status storage of every eviction.
 
@@ -52,7 +52,7 @@ impl ProgramCacheBuilder {
             directory: None,
             max_memory_bytes: 64 << 20,
             max_disk_bytes: 256 << 20,
-            policy: PolicyKind::Lru,
+            policy: PolicyKind::default(),
             preload: true,
         }
     }
@@ -77,7 +77,8 @@ impl ProgramCacheBuilder {
         self
     }
 
-    /// Eviction policy of the memory tier. Default [`PolicyKind::Lru`] (the seed's choice).
+    /// Eviction policy of the memory tier. Default: the engine's default,
+    /// [`PolicyKind::TinyLfu`] (W-TinyLFU; the seed chose LRU, still selectable).
     pub fn policy(mut self, policy: PolicyKind) -> Self {
         self.policy = policy;
         self

@@ -8,6 +8,8 @@
 //!   loads on a hit, compile and link with the cache replaced when a binary is rejected.
 //! - [`GlContext`] and [`GlowGl`]: a surfaceless EGL context (GLES 3 or desktop GL) and the
 //!   [`Gl`] trait on it through `glow`.
+//! - [`GlDiscardableBackend`]: real GL textures and buffers under discardable memory
+//!   (`gpucache-discardable`'s service back end; see docs/discardable.md).
 //!
 //! ```no_run
 //! use gpucache_gl::{Api, Bindings, GlContext, GlIdentity, ProgramCache, ProgramManager};
@@ -28,6 +30,7 @@
 
 mod cache;
 mod context;
+pub mod discardable;
 mod entry;
 mod error;
 mod gl;
@@ -43,6 +46,7 @@ pub use cache::{
     ProgramCache, ProgramCacheBuilder, ProgramCacheStats, HISTOGRAMS_STREAM, PROGRAMS_STREAM,
 };
 pub use context::GlContext;
+pub use discardable::{GlBackendStats, GlDiscardableBackend, GlObject};
 pub use entry::{ProgramEntry, ENTRY_VERSION};
 pub use error::Error;
 pub use gl::{

@@ -52,6 +52,11 @@ pub trait Tier: Send + Sync + fmt::Debug {
     /// before the clear was discarded.
     fn clear(&self) -> io::Result<()>;
 
+    /// Called once on the cache's writer thread as it starts, before any write: work the
+    /// tier deferred from its opening so that the first lookups were fast (the disk tier
+    /// builds its full index and repairs what that finds damaged). Default: nothing.
+    fn warm_up(&self) {}
+
     /// Streams the tier's entries to `sink`, most useful first, until it returns `false`.
     /// Called once, on the cache's preload thread. Default: nothing to preload.
     fn preload(&self, sink: &mut PreloadSink<'_>) {

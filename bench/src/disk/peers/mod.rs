@@ -19,7 +19,7 @@ use super::data::Dataset;
 use super::fsutil::{evict, resident, usage, Usage};
 use super::measure::{ms, Latencies};
 use super::settings::Settings;
-use engine::Kind;
+pub(crate) use engine::Kind;
 
 /// The engines, gpucache first.
 const ALL_KINDS: [Kind; 4] = [
@@ -174,6 +174,11 @@ pub fn run(settings: &Settings, data: &Dataset, scratch: &Path) -> anyhow::Resul
         std::fs::remove_dir_all(dir_of(scratch, kind))?;
     }
     Ok(())
+}
+
+/// The peer engine named `name` (not gpucache), for the open-at-scale probes.
+pub(crate) fn peer(name: &str) -> Option<Kind> {
+    ALL_KINDS[1..].iter().find(|k| k.name == name).copied()
 }
 
 /// gpucache and the peers `--peers` names (all by default).

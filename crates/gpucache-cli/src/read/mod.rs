@@ -18,6 +18,9 @@ use blob::BlobSection;
 /// `stats DIR`: meta and space use of a cache directory, or of each cache of a
 /// driver-versioned root, with the EGL blob cache's diagnostics where there are some.
 pub fn stats(out: &mut dyn Write, dir: &Path, as_json: bool) -> Result<Outcome> {
+    if let Some(namespaces) = namespaces(dir) {
+        return namespace_stats(out, dir, &namespaces, as_json);
+    }
     match inspect::classify(dir)? {
         DirKind::Cache(_) => {
             let snapshot = Snapshot::open(dir)?;
@@ -67,6 +70,80 @@ pub fn stats(out: &mut dyn Write, dir: &Path, as_json: bool) -> Result<Outcome> 
                 }
             }
         }
+    }
+    Ok(Outcome::Success)
+}
+
+/// The per-application namespaces of a drop-in root (`docs/dropin.md`): subdirectories that
+/// are caches or driver-versioned roots, in a directory that is neither itself.
+fn namespaces(dir: &Path) -> Option<Vec<std::path::PathBuf>> {
+    if dir.join("meta").exists() || !inspect::identity_dirs(dir).ok()?.is_empty() {
+        return None;
+    }
+    let mut subs: Vec<_> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.is_dir() && inspect::classify(p).is_ok())
+        .collect();
+    subs.sort();
+    (!subs.is_empty()).then_some(subs)
+}
+
+/// A namespace's application and build id, from its name (`<app>-<16 hex digits>`).
+fn namespace_parts(name: &str) -> (&str, Option<&str>) {
+    match name.rsplit_once('-') {
+        Some((app, id)) if id.len() == 16 && id.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            (app, Some(id))
+        }
+        _ => (name, None),
+    }
+}
+
+fn namespace_stats(
+    out: &mut dyn Write,
+    dir: &Path,
+    namespaces: &[std::path::PathBuf],
+    as_json: bool,
+) -> Result<Outcome> {
+    if as_json {
+        let mut list = Vec::new();
+        for ns in namespaces {
+            let mut buf = Vec::new();
+            stats(&mut buf, ns, true)?;
+            let name = ns.file_name().unwrap_or_default().to_string_lossy();
+            let (app, build_id) = namespace_parts(&name);
+            list.push(json!({
+                "namespace": name,
+                "application": app,
+                "build_id": build_id,
+                "cache": serde_json::from_slice::<Value>(&buf)?,
+            }));
+        }
+        let value = json!({
+            "kind": "dropin_root",
+            "dir": dir.display().to_string(),
+            "namespaces": list,
+        });
+        output::json(out, &value)?;
+        return Ok(Outcome::Success);
+    }
+    writeln!(
+        out,
+        "{} holds {} per-application namespaces (the drop-in's):",
+        dir.display(),
+        namespaces.len()
+    )?;
+    for ns in namespaces {
+        let name = ns.file_name().unwrap_or_default().to_string_lossy();
+        let (app, build_id) = namespace_parts(&name);
+        writeln!(out)?;
+        writeln!(
+            out,
+            "== namespace {name}: application {app}, build id {}",
+            build_id.unwrap_or("none")
+        )?;
+        stats(out, ns, false)?;
     }
     Ok(Outcome::Success)
 }

@@ -248,6 +248,9 @@ struct Worker {
 
 impl Worker {
     fn run(self, rx: Receiver<Op>) {
+        for tier in &self.tiers {
+            tier.warm_up();
+        }
         while let Ok(first) = rx.recv() {
             let mut batch = vec![first];
             let mut bytes = 0u64;

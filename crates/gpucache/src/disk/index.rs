@@ -255,6 +255,35 @@ impl Index {
         self.max_id = self.max_id.max(seg);
     }
 
+    /// The highest segment id seen.
+    pub(crate) fn max_id(&self) -> u32 {
+        self.max_id
+    }
+
+    /// Starts segment `seg` as if its index file had been applied up to `idx_consumed`
+    /// bytes, describing records up to `data_end` (what a persisted table covers): later
+    /// refreshes apply only the entries after it.
+    pub(crate) fn seed_segment(&mut self, seg: u32, idx_consumed: u64, data_end: u64, ino: u64) {
+        let info = self.seg_mut(seg);
+        info.idx_consumed = idx_consumed;
+        info.data_end = data_end;
+        info.idx_ino = ino;
+    }
+
+    /// Whether nothing is marked for repair or ignored: the map describes every index file.
+    pub(crate) fn is_clean(&self) -> bool {
+        self.suspect.is_empty() && self.ignored.is_empty() && self.given_up.is_empty()
+    }
+
+    /// Every key whose latest record is a value, with its location.
+    pub(crate) fn live_entries(&self) -> Vec<(u64, Loc)> {
+        self.map
+            .iter()
+            .filter(|(_, loc)| !loc.tombstone)
+            .map(|(&h, &loc)| (h, loc))
+            .collect()
+    }
+
     /// The id for a new segment: above every id seen.
     pub(crate) fn next_id(&self) -> u32 {
         let newest = self.segs.keys().next_back().copied().unwrap_or(0);

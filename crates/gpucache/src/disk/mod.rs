@@ -5,6 +5,8 @@
 //! - [`read`] and [`write`]: lookups, the multi-process refresh and preload; batches under
 //!   the directory lock, eviction and compaction;
 //! - [`format`], [`index`], [`dir`]: the bytes, the in-memory index, the file layout;
+//! - [`table`] and [`lazy`]: the persisted hash table, and lookups through it while the
+//!   in-memory index is not yet full (opening in O(1));
 //! - [`access`]: the modes of what gpucache creates, and the owner check;
 //! - [`repair`]: damaged segments rebuilt from their data files (or removed) by a writer;
 //! - [`stream`]: metadata streams that front ends keep beside the entries;
@@ -17,10 +19,12 @@ mod dir;
 mod format;
 mod index;
 pub(crate) mod inspect;
+mod lazy;
 mod read;
 mod repair;
 mod stats;
 mod stream;
+mod table;
 mod tier;
 mod write;
 
@@ -38,5 +42,9 @@ pub(crate) mod fuzzing {
     pub use super::format::{
         decode_index_entry, decode_meta, decode_record, decode_segment_header, decompress_value,
         encode_meta, encode_segment_header, record_value, SegmentFile,
+    };
+    pub use super::table::{
+        decode_header as decode_table_header, decode_page as decode_table_page,
+        encode_header as encode_table_header, SLOTS_PER_PAGE,
     };
 }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use parking_lot::RwLock;
 
 use super::dir;
 use super::format::{
@@ -19,7 +20,7 @@ use super::format::{
     record_key_value, record_value, RecordHeader, SegmentFile, INDEX_ENTRY_LEN, RECORD_HEADER_LEN,
     SEGMENT_HEADER_LEN,
 };
-use super::index::{whole_entries, Loc, Repair};
+use super::index::{whole_entries, Index, Loc, Repair};
 use super::DiskTier;
 use crate::tier::PreloadSink;
 use crate::Lookup;
@@ -31,14 +32,16 @@ impl DiskTier {
     /// Looks `key` up on disk, reading and checking its record.
     pub(crate) fn lookup(&self, key: &[u8]) -> Lookup {
         let hash = disk_hash(key);
-        let mut found = self.index.read().get(hash);
+        let mut found = self.locate(hash);
         if found.is_none() && self.refresh_due() {
             // Another process may have stored it since we last looked.
             if self.refresh().is_ok() {
-                found = self.index.read().get(hash);
+                found = self.locate(hash);
             }
         }
-        self.lookup_at(key, hash, found)
+        let result = self.lookup_at(key, hash, found);
+        self.note_lookup();
+        result
     }
 
     /// Reads `key`'s record at `found`, where the index said it was.
@@ -66,7 +69,7 @@ impl DiskTier {
                 let key_end = RECORD_HEADER_LEN + header.key_len as usize;
                 return Lookup::Hit(Bytes::from(bytes).slice(key_end..));
             }
-            let again = self.index.read().get(hash);
+            let again = self.locate(hash);
             if again == Some(loc) {
                 return Lookup::Miss;
             }
@@ -77,14 +80,16 @@ impl DiskTier {
 
     /// Forgets a record whose CRC is sound but whose compressed value does not decode.
     fn forget_bad(&self, hash: u64, loc: Loc) {
-        if self.index.write().forget(hash, loc) {
+        let lazy = self.lazy.read().is_some();
+        let mut ix = self.index.write();
+        if from_table(&ix, lazy, hash) || ix.forget(hash, loc) {
             self.counters.add_corrupt(1);
         }
     }
 
     /// Whether a key with this key's disk hash is indexed (its record is not read).
     pub(crate) fn has_hash_of(&self, key: &[u8]) -> bool {
-        self.index.read().get(disk_hash(key)).is_some()
+        self.locate(disk_hash(key)).is_some()
     }
 
     /// Reads and checks the value record at `loc`; a bad or vanished record is forgotten,
@@ -107,9 +112,12 @@ impl DiskTier {
         let read = self
             .data_file(loc.seg)
             .and_then(|f| f.read_exact_at(&mut buf, u64::from(loc.offset)));
+        let lazy = self.lazy.read().is_some();
         if let Err(e) = read {
             let mut ix = self.index.write();
-            if ix.forget(hash, loc) {
+            if from_table(&ix, lazy, hash) && e.kind() == ErrorKind::UnexpectedEof {
+                self.counters.add_corrupt(1);
+            } else if ix.forget(hash, loc) {
                 if e.kind() == ErrorKind::UnexpectedEof {
                     // The data file was cut after the index was read.
                     ix.mark(loc.seg, Repair::Rebuild);
@@ -126,7 +134,9 @@ impl DiskTier {
             Ok(header) if loc.describes(hash, &header) => Some((header, buf)),
             other => {
                 let mut ix = self.index.write();
-                if ix.forget(hash, loc) {
+                if from_table(&ix, lazy, hash) {
+                    self.counters.add_corrupt(1); // Damaged, or the table is wrong.
+                } else if ix.forget(hash, loc) {
                     self.counters.add_corrupt(1);
                     if other.is_ok() {
                         // A sound record of something else: the index is not this data's.
@@ -167,31 +177,48 @@ impl DiskTier {
 
     fn refresh_with(&self, locked: bool) -> io::Result<()> {
         let mut last = self.refresh_gate.lock();
+        self.refresh_into(&self.index, locked)?;
+        *last = Instant::now();
+        if self.lazy_broken() {
+            drop(last);
+            self.ensure_full()?;
+        }
+        Ok(())
+    }
+
+    /// Brings `target` up to date with the index files (the caller holds `refresh_gate`).
+    pub(super) fn refresh_into(&self, target: &RwLock<Index>, locked: bool) -> io::Result<()> {
         let ids = match dir::list_segments(&self.cfg.dir) {
             Ok(ids) => ids,
             Err(e) if e.kind() == ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(e),
         };
-        let known: Vec<u32> = self.index.read().segs().keys().copied().collect();
+        let known: Vec<u32> = target.read().segs().keys().copied().collect();
         for seg in known.into_iter().filter(|s| ids.binary_search(s).is_err()) {
-            self.index.write().drop_segment(seg);
+            target.write().drop_segment(seg);
             self.read_files.lock().remove(&seg);
         }
         if let Some(&newest) = ids.last() {
-            self.index.write().note_id(newest);
+            target.write().note_id(newest);
         }
         let newest = ids.last().copied();
-        for id in ids {
-            self.refresh_segment(id, locked, Some(id) == newest)?;
+        let sealed_below = self.sealed_below(target);
+        for id in ids.into_iter().filter(|&id| id >= sealed_below) {
+            self.refresh_segment(target, id, locked, Some(id) == newest)?;
         }
-        *last = Instant::now();
         Ok(())
     }
 
     /// Applies what is new in segment `id`'s index file. `newest`: the segment is the one
     /// writers append to, so (under the lock) its data file is checked for records that
     /// have no index entry even when its index file did not grow.
-    pub(super) fn refresh_segment(&self, id: u32, locked: bool, newest: bool) -> io::Result<()> {
+    pub(super) fn refresh_segment(
+        &self,
+        target: &RwLock<Index>,
+        id: u32,
+        locked: bool,
+        newest: bool,
+    ) -> io::Result<()> {
         let file = match File::open(dir::index_path(&self.cfg.dir, id)) {
             Ok(f) => f,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
@@ -199,38 +226,38 @@ impl DiskTier {
         };
         let meta = file.metadata()?;
         let (len, ino) = (meta.len(), meta.ino());
-        let known = self.index.read().segs().get(&id).copied();
+        let known = target.read().segs().get(&id).copied();
         if known.is_some_and(|info| info.idx_ino != ino || info.idx_consumed > len) {
+            if self.is_overlay(target) {
+                // The table's view of this segment is gone: the full index is needed.
+                self.break_lazy();
+                return Ok(());
+            }
             // Rebuilt by a writer (a new file, renamed over the old one): read it afresh.
-            self.index.write().drop_segment(id);
+            target.write().drop_segment(id);
             self.read_files.lock().remove(&id);
         }
-        let consumed = self
-            .index
-            .read()
-            .segs()
-            .get(&id)
-            .map_or(0, |s| s.idx_consumed);
+        let consumed = target.read().segs().get(&id).map_or(0, |s| s.idx_consumed);
         let mut start = consumed;
         if consumed == 0 {
             if len < SEGMENT_HEADER_LEN as u64 {
                 // Being created; under the lock, left by a writer killed creating it.
                 if locked {
-                    self.index.write().mark(id, Repair::Rebuild);
+                    target.write().mark(id, Repair::Rebuild);
                 }
                 return Ok(());
             }
             let mut header = [0u8; SEGMENT_HEADER_LEN];
             file.read_exact_at(&mut header, 0)?;
             if decode_segment_header(SegmentFile::Index, &header) != Ok(id) {
-                let mut ix = self.index.write();
+                let mut ix = target.write();
                 ix.mark(id, Repair::Rebuild);
                 if ix.ignore(id) {
                     self.counters.add_corrupt(1);
                 }
                 return Ok(()); // Ignored until a writer repairs it.
             }
-            self.index.write().unignore(id);
+            target.write().unignore(id);
             start = SEGMENT_HEADER_LEN as u64;
         }
         let mut buf = vec![0u8; whole_entries(start, len) as usize];
@@ -238,19 +265,22 @@ impl DiskTier {
         if consumed > 0 && buf.is_empty() && !(locked && newest) {
             return Ok(()); // Nothing new.
         }
+        if self.is_overlay(target) {
+            self.note_tail(&buf);
+        }
         // Measured after the entries were read: their records were written before them.
         let data = match self.data_file(id) {
             Ok(f) => f,
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 // Deleted (index first, so a reader racing a deletion sees this), or lost.
-                self.index.write().mark(id, Repair::Rebuild);
+                target.write().mark(id, Repair::Rebuild);
                 return Ok(());
             }
             Err(e) => return Err(e),
         };
         let data_len = data.metadata()?.len();
         let skipped = {
-            let mut ix = self.index.write();
+            let mut ix = target.write();
             let skipped = ix.apply_entries(id, start, &buf, data_len);
             ix.seg_mut(id).idx_ino = ino;
             skipped
@@ -261,9 +291,9 @@ impl DiskTier {
             let header_ok = data.read_exact_at(&mut header, 0).is_ok()
                 && decode_segment_header(SegmentFile::Data, &header) == Ok(id);
             if !header_ok {
-                self.index.write().mark(id, Repair::Rebuild);
+                target.write().mark(id, Repair::Rebuild);
             }
-            self.check_first_entry(id, &buf, data_len);
+            self.check_first_entry(target, id, &buf, data_len);
         }
         Ok(())
     }
@@ -272,7 +302,7 @@ impl DiskTier {
     /// that all lie within the data file. Its first entry gives it away: the record at that
     /// offset is a valid record of something else. (A damaged record there is no reason to
     /// rebuild: the index is right about it.)
-    fn check_first_entry(&self, id: u32, entries: &[u8], data_len: u64) {
+    fn check_first_entry(&self, target: &RwLock<Index>, id: u32, entries: &[u8], data_len: u64) {
         let Some(Ok(entry)) = entries.get(..INDEX_ENTRY_LEN).map(decode_index_entry) else {
             return;
         };
@@ -296,13 +326,17 @@ impl DiskTier {
         }
         let mut record = vec![0u8; len as usize];
         if file.read_exact_at(&mut record, at).is_ok() && decode_record(&record, len).is_ok() {
-            self.index.write().mark(id, Repair::Rebuild);
+            target.write().mark(id, Repair::Rebuild);
         }
     }
 
     /// Streams the live entries to `sink`, newest segment first and in file order within a
     /// segment, with few large reads.
     pub(crate) fn preload_into(&self, sink: &mut PreloadSink<'_>) {
+        self.await_first_lookup();
+        if !self.build_full_index() {
+            return;
+        }
         let order = self.index.read().all_newest_first();
         let mut start = 0;
         while start < order.len() {
@@ -374,6 +408,12 @@ impl DiskTier {
         }
         true
     }
+}
+
+/// Whether a location of `hash` came from the persisted table (`lazy`: this process serves
+/// through one, and the in-memory index knows no record of the key).
+fn from_table(ix: &Index, lazy: bool, hash: u64) -> bool {
+    lazy && ix.latest(hash).is_none()
 }
 
 /// Reads into `buf` from `offset` until it is full or the file ends; the bytes read.

@@ -73,7 +73,7 @@ impl DiskTier {
                 changed = true;
                 self.index.write().drop_segment(id);
                 self.read_files.lock().remove(&id);
-                self.refresh_segment(id, true, newest)?;
+                self.refresh_segment(&self.index, id, true, newest)?;
             }
         }
         let due = {

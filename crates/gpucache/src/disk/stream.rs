@@ -281,6 +281,7 @@ pub(crate) fn remove_stale_temp_files(dir: &Path, max_age: Duration) -> io::Resu
 fn temp_file_pid(name: &str) -> Option<u32> {
     let (base, pid) = name.rsplit_once(".tmp.")?;
     let ours = base == dir::META_FILE
+        || base == super::table::TABLE_FILE
         || dir::is_stream_name(base)
         || base
             .strip_prefix("seg-")

@@ -12,12 +12,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::access::{self, DirAccess};
 use super::dir;
 use super::format::{INDEX_ENTRY_LEN, MAX_KEY_LEN, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
 use super::index::Index;
+use super::lazy::{Cover, Lazy};
 use super::stats::{DiskCounters, DiskStats};
 use super::write::{Active, Batch, WriteBuffers};
 use crate::tier::{PreloadSink, Queued, Tier, TierStats, WriteContext, WriteOp};
@@ -58,6 +59,19 @@ pub(crate) struct DiskTier {
     /// False for a read-only directory, or after another identity took the directory over.
     pub(super) writable: AtomicBool,
     pub(super) index: RwLock<Index>,
+    /// The persisted table lookups go through until `index` is full (`super::lazy`); `index`
+    /// then holds only what was written after the table.
+    pub(super) lazy: RwLock<Option<Lazy>>,
+    /// The table no longer describes the directory: the next lookup builds the full index.
+    pub(super) lazy_broken: AtomicBool,
+    /// What the last table read or written covers.
+    pub(super) cover: Mutex<Cover>,
+    /// This process opened through the table (background work then waits for the first
+    /// lookup, `super::lazy`).
+    pub(super) opened_lazily: AtomicBool,
+    pub(super) looked_up: AtomicBool,
+    pub(super) first_lookup: Mutex<bool>,
+    pub(super) first_lookup_cv: Condvar,
     /// Serializes refreshes; holds when the last one ran.
     pub(super) refresh_gate: Mutex<Instant>,
     /// Data files open for reading, by segment.
@@ -70,8 +84,9 @@ pub(crate) struct DiskTier {
 
 impl DiskTier {
     /// Opens (creating if needed) the cache directory, wiping it if it belongs to another
-    /// format version or identity, and loads the index. Cost: proportional to the number of
-    /// entries (the index files), not to the bytes stored.
+    /// format version or identity, and loads the index: through the persisted table where
+    /// one describes the directory (the cost is then that of the index entries written
+    /// after it), else from the index files (proportional to the number of entries).
     pub(crate) fn open(cfg: DiskConfig) -> io::Result<DiskTier> {
         if let Err(e) = access::create_dir_all(&cfg.dir, cfg.access) {
             if !cfg.dir.is_dir() {
@@ -94,6 +109,13 @@ impl DiskTier {
             cfg,
             writable: AtomicBool::new(writable),
             index: RwLock::new(Index::default()),
+            lazy: RwLock::new(None),
+            lazy_broken: AtomicBool::new(false),
+            cover: Mutex::new(Cover::default()),
+            opened_lazily: AtomicBool::new(false),
+            looked_up: AtomicBool::new(false),
+            first_lookup: Mutex::new(false),
+            first_lookup_cv: Condvar::new(),
             refresh_gate: Mutex::new(Instant::now()),
             read_files: Mutex::new(HashMap::new()),
             counters: DiskCounters::default(),
@@ -104,6 +126,9 @@ impl DiskTier {
             disk.counters
                 .set_error("cache directory is read-only: serving what is there, writing nothing");
             disk.counters.set_failing();
+        }
+        if let Err(e) = disk.open_lazy() {
+            tracing::debug!(target: "gpucache", "not opening through the table: {e}");
         }
         disk.refresh()?;
         if writable && disk.index.read().has_suspects() {
@@ -146,6 +171,9 @@ impl DiskTier {
 
     /// Counters and gauges.
     pub(crate) fn disk_stats(&self) -> DiskStats {
+        if let Err(e) = self.ensure_full() {
+            self.counters.add_read_error(&e);
+        }
         let (entries, live_bytes, file_bytes, segments) = {
             let ix = self.index.read();
             let (e, l, f) = ix.totals();
@@ -158,6 +186,25 @@ impl DiskTier {
             segments,
             self.is_writable(),
         )
+    }
+
+    /// Builds the full index if this process still serves through the table, and repairs
+    /// what that found damaged (as an open without a table does); whether the index is full.
+    /// Not on a batch's path: it takes the writer.
+    pub(crate) fn build_full_index(&self) -> bool {
+        if self.lazy.read().is_none() {
+            return true;
+        }
+        if let Err(e) = self.ensure_full() {
+            self.counters.add_read_error(&e);
+            return false;
+        }
+        if self.is_writable() && self.index.read().has_suspects() {
+            let mut w = self.writer.lock();
+            let _ = self.with_batch(&mut w, |_| Ok(()));
+        }
+        self.drop_table();
+        true
     }
 
     /// On a durable write (a flush): an error if writes since the previous one failed, so
@@ -237,6 +284,10 @@ impl Tier for DiskTier {
             batch.compact(false)?;
             if sync {
                 batch.sync()?;
+                // Advisory: a table that cannot be written leaves the old one, or none.
+                if let Err(e) = self.write_table_if_due(false) {
+                    tracing::debug!(target: "gpucache", "writing the hash table: {e}");
+                }
             }
             Ok(())
         });
@@ -250,6 +301,8 @@ impl Tier for DiskTier {
             };
         if result.is_err() {
             w.lost += ops.len() as u64;
+        } else if !ops.is_empty() {
+            self.note_wrote();
         }
         match result {
             Ok(()) => self.take_lost(&mut w, ctx.durable()),
@@ -266,11 +319,19 @@ impl Tier for DiskTier {
         self.with_batch(&mut w, |b| b.clear())
     }
 
+    fn warm_up(&self) {
+        self.await_first_lookup();
+        self.build_full_index();
+    }
+
     fn preload(&self, sink: &mut PreloadSink<'_>) {
         self.preload_into(sink);
     }
 
     fn would_overflow(&self, key_len: usize, value_len: usize, queued: Queued) -> bool {
+        if let Err(e) = self.ensure_full() {
+            self.counters.add_read_error(&e);
+        }
         let per_record = (RECORD_HEADER_LEN + INDEX_ENTRY_LEN) as u64;
         let records =
             (queued.entries + 1) * per_record + queued.bytes + (key_len + value_len) as u64;
@@ -289,6 +350,18 @@ impl Tier for DiskTier {
         s.errors = d.read_errors + d.write_errors;
         s.last_error = d.last_error;
         s
+    }
+}
+
+impl Drop for DiskTier {
+    /// A process that wrote leaves a table that covers what it wrote, so that the next
+    /// open reads none of it eagerly.
+    fn drop(&mut self) {
+        if !self.is_writable() || !self.table_due_at_close() {
+            return;
+        }
+        let mut w = self.writer.lock();
+        let _ = self.with_batch(&mut w, |_| self.write_table_if_due(true));
     }
 }
 

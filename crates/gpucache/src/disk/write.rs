@@ -22,6 +22,7 @@ use super::format::{
     FLAG_TOMBSTONE, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN,
 };
 use super::index::Loc;
+use super::table;
 use super::DiskTier;
 
 /// Tells eviction whether a key is still in use (held by the memory tier).
@@ -74,6 +75,8 @@ impl DiskTier {
                 "cache directory is not writable by this process",
             ));
         }
+        // A writer works on the full index (deduplication, accounting, eviction).
+        self.ensure_full()?;
         let lock = match dir::open_lock(&self.cfg.dir) {
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 // Removed underneath us: recreated with the configured mode, then counted
@@ -559,6 +562,8 @@ impl Batch<'_> {
         *self.active = None;
         let segs: Vec<u32> = self.disk.index.read().segs().keys().copied().collect();
         let next = self.disk.index.read().next_id();
+        // The table first: it must never outlive the segments it names.
+        table::remove_table(&self.disk.cfg.dir)?;
         for seg in segs {
             self.delete_segment(seg)?;
         }

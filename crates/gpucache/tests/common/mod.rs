@@ -350,7 +350,11 @@ pub fn segment_file_bytes(dir: &Path) -> u64 {
     std::fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(Result::ok)
-                .filter(|e| e.file_name().to_string_lossy().starts_with("seg-"))
+                .filter(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    // Segment files, not the hash table (`seg-table.hix`).
+                    name.starts_with("seg-") && (name.ends_with(".dat") || name.ends_with(".idx"))
+                })
                 .filter_map(|e| e.metadata().ok())
                 .map(|m| m.len())
                 .sum()

@@ -1,7 +1,9 @@
 //! Slow storage for cold starts: the kernel's block-I/O throttle (cgroup v1 `blkio`, or
-//! cgroup v2 `io.max`) on the device that holds the caches. The benchmark moves itself into
-//! a throttled control group for a cold run, so the `gl_run` child it starts reads through
-//! the limits, and moves back before the hot run. `../shared/notes/slow-storage.md` (and
+//! cgroup v2 `io.max`) on the device that holds the caches, shared by the benchmarks. The
+//! warm-start benchmark moves itself into a throttled control group for a cold run, so the
+//! `gl_run` child it starts reads through the limits, and moves back before the hot run;
+//! `disk_bench` has its probe process move itself in ([`Throttle::procs_file`]) once its
+//! code is warm. `../shared/notes/slow-storage.md` (and
 //! `docs/warm-start.md`) describe the method.
 //!
 //! Where the throttle is unavailable (no root, no controller), [`Throttle::create`] answers
@@ -150,7 +152,9 @@ impl Throttle {
     /// A new throttled group for the disk holding `dir`, or why there can be none.
     pub fn create(dir: &Path) -> Result<Throttle> {
         let device = device_of(dir)?;
-        let name = format!("gpucache-warm-start-{}", std::process::id());
+        static GROUPS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = GROUPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("gpucache-bench-{}-{n}", std::process::id());
         let v1 = Path::new("/sys/fs/cgroup/blkio");
         if v1.join("blkio.throttle.read_iops_device").exists() {
             let home = own_group(|_, c| c.split(',').any(|c| c == "blkio"))
@@ -217,6 +221,11 @@ impl Throttle {
         )
     }
 
+    /// The file a process writes its id to in order to join the group.
+    pub fn procs_file(&self) -> PathBuf {
+        self.dir.join("cgroup.procs")
+    }
+
     /// Moves this process back to the group it came from.
     pub fn leave(&self) -> Result<()> {
         write(
@@ -278,7 +287,7 @@ impl Drop for Throttle {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         eprintln!(
-            "warm_start: could not remove the control group {}",
+            "gpucache-bench: could not remove the control group {}",
             self.dir.display()
         );
     }

@@ -1,0 +1,631 @@
+//! The drop-in (`libEGL_gpucache.so`, a GLVND vendor wrapping Mesa's) under unmodified
+//! applications on real Mesa 25 (llvmpipe), each run a fresh process:
+//!
+//! - a C program that links libEGL (`bench/c/dropin_app.c`): its second run is served by
+//!   gpucache (hits, nothing stored again) in its own namespace directory, with the pixels
+//!   of a run without any cache; with threads, two displays, terminate and re-initialise,
+//!   and a fork;
+//! - a Rust program that loads libEGL itself (`gl_run`, khronos-egl's dynamic loading);
+//! - an application with its own blob cache, installed after the context (its callbacks
+//!   take over) or before (gpucache stays out);
+//! - the ways to step aside: disabled, an unusable directory, a directory of another owner,
+//!   a killed run before, another identity's cache beside.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use gpucache_bench::gl::{corpus, mesa};
+
+/// The drop-in library, built next to the test binaries (a dependency of this crate).
+fn dropin_lib() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let lib = exe.parent().unwrap().join("libEGL_gpucache.so");
+    assert!(lib.exists(), "{} is not built", lib.display());
+    lib
+}
+
+/// A scratch directory shared by this binary's tests: the compiled C program and the
+/// drop-in's JSON file.
+fn shared() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().unwrap()).path()
+}
+
+/// `bench/c/dropin_app.c`, compiled once (it links libEGL: `libegl-dev`).
+fn app() -> &'static Path {
+    static APP: OnceLock<PathBuf> = OnceLock::new();
+    APP.get_or_init(|| {
+        let src = corpus::workspace_root().join("bench/c/dropin_app.c");
+        let out = shared().join("dropin_app");
+        let status = Command::new("cc")
+            .args(["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror"])
+            .arg(&src)
+            .arg("-o")
+            .arg(&out)
+            .args(["-lEGL", "-lpthread"])
+            .status()
+            .expect("cc (scripts/install-deps installs it)");
+        assert!(status.success(), "compiling {}", src.display());
+        out
+    })
+}
+
+/// The drop-in's vendor JSON file.
+fn dropin_json() -> &'static Path {
+    static JSON: OnceLock<PathBuf> = OnceLock::new();
+    JSON.get_or_init(|| {
+        let path = shared().join("gpucache.json");
+        std::fs::write(
+            &path,
+            format!(
+                "{{\"file_format_version\":\"1.0.0\",\"ICD\":{{\"library_path\":\"{}\"}}}}\n",
+                dropin_lib().display()
+            ),
+        )
+        .unwrap();
+        path
+    })
+}
+
+/// Where one test's files go; `HOME` and the XDG folders point here, so nothing reaches the
+/// user's own caches.
+struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn root(&self) -> PathBuf {
+        self.dir.path().join("gpucache")
+    }
+
+    /// A command with Mesa 25 and no drop-in (`MESA_SHADER_CACHE_DISABLE`: no cache at all).
+    fn plain(&self, program: &Path) -> Command {
+        let mut c = Command::new(program);
+        c.envs(mesa::env().expect("Mesa 25: run scripts/setup-mesa (scripts/test does)"))
+            .env("HOME", self.dir.path())
+            .env("XDG_CACHE_HOME", self.dir.path().join("xdg-cache"))
+            .env("XDG_CONFIG_HOME", self.dir.path().join("xdg-config"))
+            .env("MESA_SHADER_CACHE_DISABLE", "true")
+            .env_remove("GPUCACHE_DROPIN")
+            .env_remove("MESA_SHADER_CACHE_DIR");
+        c
+    }
+
+    /// A command with the drop-in as the only GLVND vendor, wrapping Mesa 25's, its cache in
+    /// `root()`, Mesa's own cache on (the hybrid's default).
+    fn dropin(&self, program: &Path) -> Command {
+        let mut c = self.plain(program);
+        let mesa_json = mesa::root().join("egl_vendor.json");
+        c.env_remove("MESA_SHADER_CACHE_DISABLE")
+            .env("__EGL_VENDOR_LIBRARY_FILENAMES", dropin_json())
+            .env("GPUCACHE_DROPIN_VENDOR", mesa_json)
+            .env("GPUCACHE_DROPIN_DIR", self.root())
+            .env("GPUCACHE_DROPIN_LOG", "1");
+        c
+    }
+}
+
+/// What one run printed.
+#[derive(Debug, Default)]
+struct Run {
+    values: BTreeMap<String, String>,
+    stderr: String,
+}
+
+impl Run {
+    fn of(out: Output) -> Self {
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            out.status.success(),
+            "the application failed ({}):\n{stdout}\n{stderr}",
+            out.status
+        );
+        let mut values = BTreeMap::new();
+        for line in stdout.lines() {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            for pair in words.chunks(2) {
+                if let [k, v] = pair {
+                    values.insert(k.to_string(), v.to_string());
+                }
+            }
+        }
+        Self { values, stderr }
+    }
+
+    fn get(&self, key: &str) -> &str {
+        self.values
+            .get(key)
+            .unwrap_or_else(|| panic!("no {key} in {:?}", self.values))
+    }
+
+    fn num(&self, key: &str) -> u64 {
+        self.get(key).parse().unwrap()
+    }
+
+    /// The drop-in's counters at exit (`gets`, `hits`, `sets`, `sets_dropped`).
+    fn counters(&self) -> Option<BTreeMap<String, u64>> {
+        let line = self
+            .stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("gpucache-dropin: at exit: "))?;
+        let words: Vec<&str> = line.split_whitespace().collect();
+        Some(
+            words
+                .chunks(2)
+                .map(|p| (p[0].to_string(), p[1].parse().unwrap()))
+                .collect(),
+        )
+    }
+
+    fn installs(&self) -> usize {
+        self.stderr
+            .matches("callbacks installed on display")
+            .count()
+    }
+}
+
+fn run(mut c: Command) -> Run {
+    Run::of(c.output().unwrap())
+}
+
+/// The application's namespace directory under `root` (`dropin_app-<build id>`), and the one
+/// identity directory inside it.
+fn namespace(root: &Path, exe: &str) -> (PathBuf, PathBuf) {
+    let entries: Vec<PathBuf> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(entries.len(), 1, "one namespace: {entries:?}");
+    let ns = entries[0].clone();
+    let name = ns.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.starts_with(&format!("{exe}-")), "{name}");
+    let ids: Vec<PathBuf> = std::fs::read_dir(&ns)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("id-"))
+        .collect();
+    assert_eq!(ids.len(), 1, "one identity: {ids:?}");
+    (ns, ids[0].clone())
+}
+
+fn assert_served(cold: &Run, warm: &Run) {
+    let cold_c = cold
+        .counters()
+        .expect("the drop-in ran (GPUCACHE_DROPIN_LOG)");
+    let warm_c = warm.counters().expect("the drop-in ran");
+    assert!(
+        cold_c["sets"] > 0,
+        "Mesa stored through gpucache: {cold_c:?}"
+    );
+    assert!(warm_c["hits"] > 0, "the second run was served: {warm_c:?}");
+    // Every lookup of the second run hit: no program was compiled again.
+    assert_eq!(warm_c["gets"], warm_c["hits"], "every get hit: {warm_c:?}");
+    // What it stored can only be what context creation compiled (the hybrid's known race,
+    // docs/context-creation.md: Mesa queues those stores during eglCreateContext, and a job
+    // that runs after the install reaches gpucache instead of Mesa's own files; never looked
+    // up through the callbacks, so never a miss): a few entries, not a program's five.
+    assert!(
+        warm_c["sets"] - warm_c["sets_dropped"] <= 3,
+        "nothing but context-creation entries stored in the second run: {warm_c:?}"
+    );
+}
+
+#[test]
+fn a_c_program_linking_libegl_is_served_by_gpucache_with_the_same_pixels() {
+    let s = Sandbox::new();
+    let args = ["--programs", "6"];
+    let baseline = run({
+        let mut c = s.plain(app());
+        c.args(args);
+        c
+    });
+    let cold = run({
+        let mut c = s.dropin(app());
+        c.args(args);
+        c
+    });
+    let warm = run({
+        let mut c = s.dropin(app());
+        c.args(args);
+        c
+    });
+    assert_eq!(cold.installs(), 1, "{}", cold.stderr);
+    assert_eq!(baseline.get("pixels"), cold.get("pixels"));
+    assert_eq!(baseline.get("pixels"), warm.get("pixels"));
+    assert_served(&cold, &warm);
+
+    // Its own namespace, private modes; Mesa's context-creation files inside it; nothing in
+    // the XDG cache (Mesa's default place).
+    let (ns, id) = namespace(&s.root(), "dropin_app");
+    for dir in [&ns, &id] {
+        let mode = std::fs::metadata(dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{}", dir.display());
+    }
+    for f in std::fs::read_dir(&id).unwrap() {
+        let f = f.unwrap();
+        if f.file_type().unwrap().is_file() {
+            let mode = f.metadata().unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{}", f.path().display());
+        }
+    }
+    assert!(
+        id.join("mesa-context/mesa_shader_cache_db").is_dir(),
+        "the hybrid: Mesa's own cache in the namespace"
+    );
+    assert!(!s.dir.path().join("xdg-cache").exists());
+    // The hybrid's variables were put back once Mesa had read them: the application (and
+    // whatever it starts) sees its own environment.
+    assert_eq!(cold.get("env_mesa_shader_cache_dir"), "-");
+    assert_eq!(warm.get("env_mesa_shader_cache_dir"), "-");
+}
+
+#[test]
+fn threads_two_displays_reinitialise_and_fork() {
+    for (name, args) in [
+        ("threads", &["--programs", "6", "--threads", "3"][..]),
+        ("displays", &["--programs", "3", "--displays", "2"]),
+        ("reinit", &["--programs", "4", "--reinit"]),
+        ("fork", &["--programs", "4", "--fork"]),
+    ] {
+        let s = Sandbox::new();
+        let baseline = run({
+            let mut c = s.plain(app());
+            c.args(args);
+            c
+        });
+        let cold = run({
+            let mut c = s.dropin(app());
+            c.args(args);
+            c
+        });
+        let warm = run({
+            let mut c = s.dropin(app());
+            c.args(args);
+            c
+        });
+        assert_eq!(baseline.get("pixels"), cold.get("pixels"), "{name}");
+        assert_eq!(baseline.get("pixels"), warm.get("pixels"), "{name}");
+        let installs = match name {
+            // One install per display, and again after the display was re-initialised.
+            "displays" | "reinit" => 2,
+            _ => 1,
+        };
+        assert_eq!(cold.installs(), installs, "{name}: {}", cold.stderr);
+        assert_served(&cold, &warm);
+        // Every display's first context (re-initialised ones too) had Mesa's own cache in
+        // the namespace, never in the XDG cache.
+        assert!(!s.dir.path().join("xdg-cache").exists(), "{name}");
+        if name == "reinit" {
+            // The second round of the cold run was served from what its first stored.
+            let c = cold.counters().unwrap();
+            assert!(c["hits"] > 0, "{name}: {c:?}");
+        }
+    }
+}
+
+#[test]
+fn a_rust_program_loading_libegl_itself_is_served() {
+    let corpus_dir = corpus::default_dir();
+    assert!(
+        corpus_dir.join("../.complete").exists(),
+        "the kodi corpus is missing: run scripts/fetch-corpus (scripts/test does)"
+    );
+    let gl_run = PathBuf::from(env!("CARGO_BIN_EXE_gl_run"));
+    let s = Sandbox::new();
+    let pixels = |n: &str| s.dir.path().join(n);
+    let cmd = |mut c: Command, p: &str| {
+        c.args(["--callbacks", "none", "--api", "gles", "--limit", "4"])
+            .arg("--corpus")
+            .arg(&corpus_dir)
+            .arg("--pixels")
+            .arg(pixels(p));
+        c
+    };
+    let _ = run(cmd(s.plain(&gl_run), "baseline"));
+    let cold = run(cmd(s.dropin(&gl_run), "cold"));
+    let warm = run(cmd(s.dropin(&gl_run), "warm"));
+    assert_eq!(cold.installs(), 1, "{}", cold.stderr);
+    assert_served(&cold, &warm);
+    let read = |n: &str| std::fs::read_to_string(pixels(n)).unwrap();
+    assert_eq!(read("baseline"), read("cold"));
+    assert_eq!(read("baseline"), read("warm"));
+    namespace(&s.root(), "gl_run");
+}
+
+#[test]
+fn the_applications_own_blob_cache_takes_precedence() {
+    // Installed after the context (over gpucache's): its callbacks receive every call, and
+    // a second install is refused as without gpucache (the program checks both).
+    let s = Sandbox::new();
+    let args = ["--programs", "4", "--own-cache", "after"];
+    let plain = run({
+        let mut c = s.plain(app());
+        c.args(args);
+        c
+    });
+    for _ in 0..2 {
+        let with = run({
+            let mut c = s.dropin(app());
+            c.args(args);
+            c
+        });
+        assert_eq!(plain.get("pixels"), with.get("pixels"));
+        assert!(with.num("own_sets") > 0, "{:?}", with.values);
+        assert!(with.num("own_gets") > 0, "{:?}", with.values);
+        assert!(with.stderr.contains("its callbacks take over"));
+        // The programs went to the application; gpucache got at most what context creation
+        // compiled (the race in `assert_served`), never a program's entries.
+        let c = with.counters().unwrap();
+        assert!(c["sets"] <= 3, "{c:?}");
+        assert!(with.num("own_sets") >= 4, "{:?}", with.values);
+    }
+
+    // Installed right after eglInitialize: gpucache stays out of the display, and the
+    // application sees what it sees without gpucache.
+    let s = Sandbox::new();
+    let args = ["--programs", "4", "--own-cache", "before"];
+    let plain = run({
+        let mut c = s.plain(app());
+        c.args(args);
+        c
+    });
+    let with = run({
+        let mut c = s.dropin(app());
+        c.args(args);
+        c
+    });
+    assert_eq!(plain.get("pixels"), with.get("pixels"));
+    assert_eq!(with.installs(), 0, "{}", with.stderr);
+    for k in ["own_sets", "own_gets"] {
+        assert_eq!(plain.get(k), with.get(k), "{k}");
+    }
+    assert!(!s.root().exists(), "nothing configured");
+}
+
+#[test]
+fn stepping_aside_leaves_the_application_as_without_the_dropin() {
+    let args = ["--programs", "3"];
+    let s = Sandbox::new();
+    let baseline = run({
+        let mut c = s.plain(app());
+        c.args(args);
+        c
+    });
+    let expect_aside = |mut c: Command, why: &str| {
+        c.args(args);
+        let r = run(c);
+        assert_eq!(baseline.get("pixels"), r.get("pixels"), "{why}");
+        assert_eq!(r.installs(), 0, "{why}: {}", r.stderr);
+        r
+    };
+
+    // Disabled.
+    let mut c = s.dropin(app());
+    c.env("GPUCACHE_DROPIN", "0");
+    expect_aside(c, "disabled");
+    assert!(!s.root().exists());
+
+    // A directory that cannot be created (a file where a folder should be; /proc).
+    let blocker = s.dir.path().join("file");
+    std::fs::write(&blocker, b"x").unwrap();
+    for dir in [
+        blocker.join("sub"),
+        PathBuf::from("/proc/gpucache-dropin-test"),
+    ] {
+        let mut c = s.dropin(app());
+        c.env("GPUCACHE_DROPIN_DIR", &dir);
+        let r = expect_aside(c, "unusable directory");
+        assert!(r.stderr.contains("stepping aside"), "{}", r.stderr);
+    }
+
+    // A read-only directory (root ignores permission bits: only checked as another user).
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        let ro = s.dir.path().join("ro");
+        std::fs::create_dir(&ro).unwrap();
+        std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o500)).unwrap();
+        let mut c = s.dropin(app());
+        c.env("GPUCACHE_DROPIN_DIR", &ro);
+        expect_aside(c, "read-only directory");
+    }
+
+    // A directory that belongs to another user: refused (its owner could plant entries).
+    if unsafe { libc::geteuid() } == 0 {
+        let foreign = s.dir.path().join("foreign");
+        std::fs::create_dir(&foreign).unwrap();
+        std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).unwrap();
+        let mut c = s.dropin(app());
+        c.env("GPUCACHE_DROPIN_DIR", &foreign)
+            .env("GPUCACHE_DROPIN_NAMESPACE", "shared");
+        expect_aside(c, "foreign owner");
+        assert_eq!(std::fs::read_dir(&foreign).unwrap().count(), 0);
+        assert_eq!(std::fs::metadata(&foreign).unwrap().uid(), 65534);
+    }
+}
+
+#[test]
+fn a_killed_run_and_a_foreign_identity_leave_later_runs_correct() {
+    let s = Sandbox::new();
+    let baseline = run({
+        let mut c = s.plain(app());
+        c.args(["--programs", "4"]);
+        c
+    });
+    // Killed while compiling (SIGKILL: no exit handler runs).
+    let mut child = s
+        .dropin(app())
+        .args(["--programs", "40", "--pause-ms", "100"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    // Another identity's cache in the namespace (another driver wrote it): left alone.
+    let (ns, _) = if s.root().exists() && std::fs::read_dir(s.root()).unwrap().count() > 0 {
+        namespace(&s.root(), "dropin_app")
+    } else {
+        panic!("the killed run created its namespace")
+    };
+    let foreign = ns.join("id-0123456789abcdef");
+    std::fs::create_dir(&foreign).unwrap();
+    std::fs::write(foreign.join("meta"), b"not ours").unwrap();
+
+    for _ in 0..2 {
+        let r = run({
+            let mut c = s.dropin(app());
+            c.args(["--programs", "4"]);
+            c
+        });
+        assert_eq!(baseline.get("pixels"), r.get("pixels"));
+        assert_eq!(r.installs(), 1);
+    }
+    assert_eq!(std::fs::read(foreign.join("meta")).unwrap(), b"not ours");
+}
+
+#[test]
+fn the_ld_preload_interposer_serves_a_program_linking_libegl() {
+    // Where GLVND is absent the same library is preloaded; here GLVND loads Mesa's vendor
+    // alone and the interposed eglCreateContext does the work.
+    let s = Sandbox::new();
+    let args = ["--programs", "4"];
+    let baseline = run({
+        let mut c = s.plain(app());
+        c.args(args);
+        c
+    });
+    let preloaded = || {
+        let mut c = s.plain(app());
+        c.env_remove("MESA_SHADER_CACHE_DISABLE")
+            .env("LD_PRELOAD", dropin_lib())
+            .env("GPUCACHE_DROPIN_DIR", s.root())
+            .env("GPUCACHE_DROPIN_LOG", "1")
+            .args(args);
+        run(c)
+    };
+    let cold = preloaded();
+    let warm = preloaded();
+    assert_eq!(cold.installs(), 1, "{}", cold.stderr);
+    assert!(
+        !cold.stderr.contains("real vendor"),
+        "not loaded as a vendor"
+    );
+    assert_eq!(baseline.get("pixels"), cold.get("pixels"));
+    assert_eq!(baseline.get("pixels"), warm.get("pixels"));
+    assert_served(&cold, &warm);
+    namespace(&s.root(), "dropin_app");
+}
+
+/// piglit's `shader_runner` (Debian's `piglit`, which loads libEGL through waffle).
+const PIGLIT: &str = "/usr/lib/x86_64-linux-gnu/piglit";
+/// A handful of piglit's shader tests: GLSL 1.30 execution tests and one geometry shader
+/// whose code generation takes seconds on llvmpipe.
+const PIGLIT_TESTS: [&str; 7] = [
+    "spec/glsl-1.30/execution/fs-modf-vec2",
+    "spec/glsl-1.30/execution/fs-large-local-array-vec3",
+    "spec/glsl-1.30/execution/vs-increment-int",
+    "spec/glsl-1.30/execution/fs-isnan-vec3",
+    "spec/glsl-1.30/execution/fs-mix-bvec4-infnan",
+    "spec/glsl-1.30/execution/glsl-fs-bit-01",
+    "spec/glsl-1.50/execution/geometry/max-input-components",
+];
+
+#[test]
+fn piglit_shader_runner_results_are_unchanged_and_the_second_run_is_served() {
+    let runner = Path::new(PIGLIT).join("bin/shader_runner");
+    assert!(
+        runner.exists(),
+        "piglit is not installed (scripts/install-deps installs it)"
+    );
+    let s = Sandbox::new();
+    let result = |mut c: Command, test: &str| {
+        c.env("PIGLIT_PLATFORM", "surfaceless_egl")
+            .arg(Path::new(PIGLIT).join(format!("tests/{test}.shader_test")))
+            .args(["-auto", "-fbo"]);
+        let out = c.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with("PIGLIT: "))
+            .unwrap_or_else(|| panic!("{test}: no result\n{stdout}\n{stderr}"))
+            .to_string();
+        (
+            line,
+            Run {
+                values: BTreeMap::new(),
+                stderr,
+            },
+        )
+    };
+    for test in PIGLIT_TESTS {
+        let (plain, _) = result(s.plain(&runner), test);
+        assert_eq!(
+            plain, r#"PIGLIT: {"result": "pass" }"#,
+            "{test} without cache"
+        );
+        let (cold, cold_run) = result(s.dropin(&runner), test);
+        let (warm, warm_run) = result(s.dropin(&runner), test);
+        assert_eq!(plain, cold, "{test}: {}", cold_run.stderr);
+        assert_eq!(plain, warm, "{test}: {}", warm_run.stderr);
+        assert_eq!(cold_run.installs(), 1, "{test}: {}", cold_run.stderr);
+        assert_served(&cold_run, &warm_run);
+    }
+    namespace(&s.root(), "shader_runner");
+}
+
+#[test]
+fn found_through_glvnds_own_list_it_skips_itself_and_lists_devices_once() {
+    // `__EGL_VENDOR_LIBRARY_FILENAMES=<drop-in>:<Mesa>`, no GPUCACHE_DROPIN_VENDOR: the drop-in
+    // finds Mesa in GLVND's own list (skipping its own file), and since GLVND loads Mesa's entry
+    // too, leaves device enumeration to it: the application sees one device, as without the
+    // drop-in, and the surfaceless display is cached.
+    let s = Sandbox::new();
+    let args = ["--programs", "2", "--displays", "2"];
+    let baseline = run({
+        let mut c = s.plain(app());
+        c.args(args);
+        c
+    });
+    let both = || {
+        let mut c = s.dropin(app());
+        c.env_remove("GPUCACHE_DROPIN_VENDOR").env(
+            "__EGL_VENDOR_LIBRARY_FILENAMES",
+            format!(
+                "{}:{}",
+                dropin_json().display(),
+                mesa::root().join("egl_vendor.json").display()
+            ),
+        );
+        c.args(args);
+        run(c)
+    };
+    let cold = both();
+    let warm = both();
+    assert_eq!(baseline.get("devices"), "1");
+    assert_eq!(
+        cold.get("devices"),
+        baseline.get("devices"),
+        "{}",
+        cold.stderr
+    );
+    assert_eq!(baseline.get("pixels"), cold.get("pixels"));
+    assert_eq!(baseline.get("pixels"), warm.get("pixels"));
+    assert!(cold.stderr.contains("real vendor: "), "{}", cold.stderr);
+    // The surfaceless display is the drop-in's; the device's is Mesa's own entry's.
+    assert_eq!(cold.installs(), 1, "{}", cold.stderr);
+    assert_served(&cold, &warm);
+}

@@ -1,0 +1,145 @@
+//! `gpucache dropin`: the vendor JSON, enable/disable for the user and system-wide (in a
+//! scratch vendor directory), and `stats` of a drop-in root's per-application namespaces.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use gpucache::egl::{BlobCache, BlobCacheConfig};
+use serde_json::Value;
+
+fn gpucache(args: &[&str], env: &[(&str, &Path)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gpucache"));
+    c.args(args)
+        .env_remove("__EGL_VENDOR_LIBRARY_FILENAMES")
+        .env_remove("GPUCACHE_DROPIN_VENDOR")
+        .env_remove("GPUCACHE_DROPIN_DIR");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn text(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+#[test]
+fn json_enable_and_disable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lib = tmp.path().join("libEGL_gpucache.so");
+    std::fs::write(&lib, b"").unwrap();
+    let lib_s = lib.to_str().unwrap();
+    let json: Value =
+        serde_json::from_str(&text(&gpucache(&["dropin", "json", "--lib", lib_s], &[]))).unwrap();
+    let real = std::fs::canonicalize(&lib).unwrap();
+    assert_eq!(json["ICD"]["library_path"], real.to_str().unwrap());
+    assert_eq!(json["file_format_version"], "1.0.0");
+
+    // System-wide: 10_gpucache.json, world-readable, sorted before Mesa's 50_mesa.json.
+    let vd = tmp.path().join("egl_vendor.d");
+    let vd_s = vd.to_str().unwrap();
+    gpucache(
+        &[
+            "dropin",
+            "enable",
+            "--lib",
+            lib_s,
+            "--system",
+            "--vendor-dir",
+            vd_s,
+        ],
+        &[],
+    );
+    let file = vd.join("10_gpucache.json");
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o644);
+    assert!("10_gpucache.json" < "50_mesa.json");
+    gpucache(
+        &["dropin", "disable", "--system", "--vendor-dir", vd_s],
+        &[],
+    );
+    assert!(!file.exists());
+
+    // For the user: the file under XDG_DATA_HOME and the shell lines; the vendors named
+    // before are handed to the drop-in.
+    let data = tmp.path().join("data");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gpucache"));
+    let out = c
+        .args(["dropin", "enable", "--lib", lib_s])
+        .env("XDG_DATA_HOME", &data)
+        .env("__EGL_VENDOR_LIBRARY_FILENAMES", "/x/mesa.json")
+        .output()
+        .unwrap();
+    let lines = text(&out);
+    let user_file = data.join("gpucache/egl_vendor.d/10_gpucache.json");
+    assert!(user_file.exists());
+    assert!(
+        lines.contains("export GPUCACHE_DROPIN_VENDOR='/x/mesa.json'"),
+        "{lines}"
+    );
+    assert!(
+        lines.contains(&format!(
+            "export __EGL_VENDOR_LIBRARY_FILENAMES='{}'",
+            user_file.display()
+        )),
+        "{lines}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_gpucache"))
+        .args(["dropin", "disable"])
+        .env("XDG_DATA_HOME", &data)
+        .env("GPUCACHE_DROPIN_VENDOR", "/x/mesa.json")
+        .output()
+        .unwrap();
+    let lines = text(&out);
+    assert!(lines.contains("export __EGL_VENDOR_LIBRARY_FILENAMES='/x/mesa.json'"));
+    assert!(lines.contains("unset GPUCACHE_DROPIN_VENDOR"));
+    assert!(!user_file.exists());
+}
+
+#[test]
+fn stats_shows_each_applications_namespace() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("gpucache");
+    for (ns, n) in [("glxgears-0123456789abcdef", 3u8), ("shader_runner", 5)] {
+        let cache = BlobCache::new(BlobCacheConfig::default().cache(|c| {
+            c.directory(root.join(ns))
+                .identity(b"gpucache-dropin 1\nvendor=Mesa".to_vec())
+                .driver_versioned(true)
+        }))
+        .unwrap();
+        for i in 0..n {
+            cache.set(&[i; 20], &[i; 100]);
+        }
+        cache.flush().unwrap();
+    }
+    let out = gpucache(
+        &["dropin", "stats", "--json"],
+        &[("GPUCACHE_DROPIN_DIR", &root)],
+    );
+    let v: Value = serde_json::from_str(&text(&out)).unwrap();
+    assert_eq!(v["kind"], "dropin_root");
+    let list = v["namespaces"].as_array().unwrap();
+    assert_eq!(list.len(), 2);
+    assert_eq!(list[0]["application"], "glxgears");
+    assert_eq!(list[0]["build_id"], "0123456789abcdef");
+    assert_eq!(list[1]["application"], "shader_runner");
+    assert_eq!(list[1]["build_id"], Value::Null);
+    let entries = |i: usize| {
+        list[i]["cache"]["caches"][0]["live_entries"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!((entries(0), entries(1)), (3, 5));
+
+    let out = gpucache(&["stats", root.to_str().unwrap()], &[]);
+    let t = text(&out);
+    assert!(t.contains("holds 2 per-application namespaces"), "{t}");
+    assert!(t.contains("== namespace glxgears-0123456789abcdef: application glxgears"));
+}

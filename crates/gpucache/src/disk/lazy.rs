@@ -1,0 +1,602 @@
+//! Opening in O(1): lookups through the persisted hash table (`super::table`) until the full
+//! in-memory index is built.
+//!
+//! A process that opens a directory with a table it can trust reads the table's header and
+//! only the index-file bytes written after the table (its watermarks, per segment) into the
+//! in-memory index, the *overlay*. A lookup then asks, in order:
+//!
+//! 1. the overlay: a record named after the table was written is newer than anything the
+//!    table knows (writers append only to the newest segment, and ids only grow);
+//! 2. the hashes the overlay has ever named (a tombstone, or a record whose segment was
+//!    deleted since): a miss, never the table's older record;
+//! 3. the table's page of the hash (one read): its record is checked like any other.
+//!
+//! Anything the table cannot answer (a damaged or overflowed page), and an index file
+//! replaced since the table was written, make the process build the full index at once
+//! ([`DiskTier::ensure_full`]), as do writing, the preload and the statistics.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fs::{self, File};
+use std::io;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use parking_lot::{Mutex, RwLock};
+
+use super::dir;
+use super::format::{decode_index_entry, INDEX_ENTRY_LEN, SEGMENT_HEADER_LEN};
+use super::index::{Index, Loc};
+use super::table::{self, Found, Table, TableSeg};
+use super::DiskTier;
+use crate::hash::PassThroughBuildHasher;
+
+/// Rewrite the table when the entries written after it reach this many, and an eighth of
+/// those it holds (so rewriting costs O(1) per entry written, amortized).
+const TABLE_MIN_TAIL: u64 = 64;
+
+/// How long background work waits for the first lookup after an open through the table.
+const FIRST_LOOKUP_WAIT: Duration = Duration::from_secs(1);
+
+/// The table this process serves from until its index is full.
+#[derive(Debug)]
+pub(super) struct Lazy {
+    table: Table,
+    /// The table's newest segment: those below it were sealed when it was written.
+    sealed_below: u32,
+    /// The in-memory index is full (no longer the overlay), but what it found damaged is
+    /// not repaired yet: a key it knows no record of is still looked up in the table.
+    full: bool,
+    /// Key hashes the overlay has named at some point.
+    touched: Mutex<HashSet<u64, PassThroughBuildHasher>>,
+}
+
+/// What the last table this process read or wrote covers: how much the index files grew
+/// since, which decides when a writer rewrites it.
+#[derive(Debug, Default)]
+pub(super) struct Cover {
+    /// Index-file bytes covered, by segment.
+    segs: BTreeMap<u32, u64>,
+    entries: u64,
+    /// This process wrote records since it last wrote the table.
+    wrote: bool,
+}
+
+impl DiskTier {
+    /// At open: serves lookups through the directory's table if it is sound and describes
+    /// this directory's files; whether it does. The caller then refreshes, which reads the
+    /// index-file tails past the table's watermarks into the overlay.
+    pub(super) fn open_lazy(&self) -> io::Result<bool> {
+        let Some(table) = Table::open(&self.cfg.dir)? else {
+            return Ok(false);
+        };
+        let h = &table.header;
+        if let Some(last) = h.segs.last() {
+            // Never reuse an id the table names, whether or not it is trusted.
+            self.index.write().note_id(last.id);
+        }
+        let meta = fs::metadata(self.cfg.dir.join(dir::META_FILE))?;
+        if meta.ino() != h.meta_ino {
+            return Ok(false);
+        }
+        let ids = dir::list_segments(&self.cfg.dir)?;
+        let covered_max = h.segs.last().map_or(0, |s| s.id);
+        let in_table = |id: u32| h.segs.binary_search_by_key(&id, |s| s.id).is_ok();
+        if ids.iter().any(|&id| id <= covered_max && !in_table(id)) {
+            return Ok(false); // A segment the table should know and does not.
+        }
+        let mut overlay = Index::default();
+        for s in &h.segs {
+            if ids.binary_search(&s.id).is_err() {
+                continue; // Deleted since: its records read as misses.
+            }
+            if s.id < covered_max {
+                // Sealed: only a repair changes it, and the full index (built in the
+                // background right away) reads it afresh. Not opened, so that an open costs
+                // the same few I/Os whatever the number of segments.
+                overlay.seed_segment(s.id, s.idx_len, s.data_end, s.idx_ino);
+                continue;
+            }
+            let m = match fs::metadata(dir::index_path(&self.cfg.dir, s.id)) {
+                Ok(m) => m,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            };
+            let btime = birth_ns(&m);
+            if m.ino() != s.idx_ino
+                || (btime != 0 && s.idx_btime != 0 && btime != s.idx_btime)
+                || m.len() < s.idx_len
+                || s.idx_len < SEGMENT_HEADER_LEN as u64
+            {
+                return Ok(false); // Rebuilt, replaced or cut since.
+            }
+            if s.id == covered_max && !last_entry_matches(&self.cfg.dir, s)? {
+                return Ok(false); // Cut (a power cut) and appended to again since.
+            }
+            overlay.seed_segment(s.id, s.idx_len, s.data_end, s.idx_ino);
+        }
+        overlay.note_id(self.index.read().max_id());
+        if let Some(&newest) = ids.last() {
+            overlay.note_id(newest);
+        }
+        *self.cover.lock() = Cover {
+            segs: h.segs.iter().map(|s| (s.id, s.idx_len)).collect(),
+            entries: h.entries,
+            wrote: false,
+        };
+        let mut lazy = self.lazy.write();
+        *self.index.write() = overlay;
+        *lazy = Some(Lazy {
+            table,
+            sealed_below: covered_max,
+            full: false,
+            touched: Mutex::default(),
+        });
+        self.opened_lazily.store(true, Ordering::Release);
+        Ok(true)
+    }
+
+    /// The segments a refresh of the overlay skips: those below the table's newest, which
+    /// were sealed when it was written (their deletion shows in the directory listing).
+    pub(super) fn sealed_below(&self, target: &RwLock<Index>) -> u32 {
+        if !std::ptr::eq(target, &self.index) {
+            return 0;
+        }
+        self.lazy
+            .read()
+            .as_ref()
+            .filter(|lz| !lz.full)
+            .map_or(0, |lz| lz.sealed_below)
+    }
+
+    /// Notes that a lookup finished: background work waiting for the first one may start.
+    pub(super) fn note_lookup(&self) {
+        if !self.looked_up.load(Ordering::Acquire) {
+            self.looked_up.store(true, Ordering::Release);
+            *self.first_lookup.lock() = true;
+            self.first_lookup_cv.notify_all();
+        }
+    }
+
+    /// In a process that opened through the table, waits until its first lookup has
+    /// finished or [`FIRST_LOOKUP_WAIT`] has passed, so that the background reads of every
+    /// index file and the preload do not queue ahead of the first hit's few reads on a slow
+    /// disk.
+    pub(super) fn await_first_lookup(&self) {
+        if !self.opened_lazily.load(Ordering::Acquire) {
+            return;
+        }
+        let deadline = Instant::now() + FIRST_LOOKUP_WAIT;
+        let mut done = self.first_lookup.lock();
+        while !*done {
+            if self
+                .first_lookup_cv
+                .wait_until(&mut done, deadline)
+                .timed_out()
+            {
+                break;
+            }
+        }
+    }
+
+    /// Where `hash`'s latest value record is, as far as this process knows.
+    pub(crate) fn locate(&self, hash: u64) -> Option<Loc> {
+        {
+            let lazy = self.lazy.read();
+            let Some(lz) = lazy.as_ref() else {
+                drop(lazy);
+                return self.index.read().get(hash);
+            };
+            if lz.full || !self.lazy_broken.load(Ordering::Acquire) {
+                if let Some(loc) = self.index.read().latest(hash) {
+                    return (!loc.tombstone).then_some(loc);
+                }
+                if !lz.full && lz.touched.lock().contains(&hash) {
+                    return None;
+                }
+                match lz.table.find(hash) {
+                    Found::At(slot) => return Some(slot.loc()),
+                    Found::Absent => return None,
+                    Found::Unknown if lz.full => return None,
+                    Found::Unknown => {}
+                }
+            }
+        }
+        if let Err(e) = self.ensure_full() {
+            self.counters.add_read_error(&e);
+            return None;
+        }
+        self.index.read().get(hash)
+    }
+
+    /// Builds the full in-memory index from the index files, if this process still serves
+    /// through the table. Lookups keep using the table meanwhile.
+    pub(crate) fn ensure_full(&self) -> io::Result<()> {
+        if self.index_is_full() {
+            return Ok(());
+        }
+        let mut last = self.refresh_gate.lock();
+        if self.index_is_full() {
+            return Ok(());
+        }
+        let full = RwLock::new(Index::default());
+        full.write().note_id(self.index.read().max_id());
+        self.refresh_into(&full, false)?;
+        let mut lazy = self.lazy.write();
+        *self.index.write() = full.into_inner();
+        if let Some(lz) = lazy.as_mut() {
+            lz.full = true;
+        }
+        self.lazy_broken.store(false, Ordering::Release);
+        *last = Instant::now();
+        Ok(())
+    }
+
+    /// Whether `target` is the overlay of a process still serving through the table.
+    pub(super) fn is_overlay(&self, target: &RwLock<Index>) -> bool {
+        std::ptr::eq(target, &self.index) && !self.index_is_full()
+    }
+
+    /// Whether the in-memory index describes every index file (not only their tails).
+    pub(crate) fn index_is_full(&self) -> bool {
+        self.lazy.read().as_ref().is_none_or(|lz| lz.full)
+    }
+
+    /// Stops consulting the table (the full index is built and repaired).
+    pub(super) fn drop_table(&self) {
+        *self.lazy.write() = None;
+    }
+
+    /// The table no longer describes a segment: lookups stop trusting it.
+    pub(super) fn break_lazy(&self) {
+        self.lazy_broken.store(true, Ordering::Release);
+    }
+
+    pub(super) fn lazy_broken(&self) -> bool {
+        self.lazy_broken.load(Ordering::Acquire)
+    }
+
+    /// Notes the key hashes of index entries read past the table's watermarks.
+    pub(super) fn note_tail(&self, entries: &[u8]) {
+        if let Some(lz) = self.lazy.read().as_ref().filter(|lz| !lz.full) {
+            let mut touched = lz.touched.lock();
+            for entry in entries.chunks_exact(INDEX_ENTRY_LEN) {
+                if let Ok(e) = decode_index_entry(entry) {
+                    touched.insert(e.header.key_hash);
+                }
+            }
+        }
+    }
+
+    /// Notes that this process wrote records (its table should cover them at close).
+    pub(super) fn note_wrote(&self) {
+        self.cover.lock().wrote = true;
+    }
+
+    /// Whether the table should be rewritten when this process closes.
+    pub(super) fn table_due_at_close(&self) -> bool {
+        self.cover.lock().wrote && self.index_is_full()
+    }
+
+    /// Rewrites the directory's table from the full index if enough was written since the
+    /// last one (`force`: if anything was). Called by a writer holding the directory lock,
+    /// after the batch's records were made durable.
+    pub(super) fn write_table_if_due(&self, force: bool) -> io::Result<()> {
+        if !self.index_is_full() {
+            return Ok(());
+        }
+        let mut cover = self.cover.lock();
+        let ix = self.index.read();
+        if !ix.is_clean() {
+            return Ok(());
+        }
+        let tail: u64 = ix
+            .segs()
+            .iter()
+            .map(|(id, info)| {
+                let from = cover.segs.get(id).copied().unwrap_or(0);
+                let from = from.max(SEGMENT_HEADER_LEN as u64);
+                info.idx_consumed.saturating_sub(from) / INDEX_ENTRY_LEN as u64
+            })
+            .sum();
+        let due = if force {
+            tail > 0
+        } else {
+            tail >= TABLE_MIN_TAIL && tail >= cover.entries / 8
+        };
+        if !due {
+            return Ok(());
+        }
+        let mut segs = Vec::with_capacity(ix.segs().len());
+        let newest = ix.segs().keys().next_back().copied();
+        for (&id, info) in ix.segs() {
+            let path = dir::index_path(&self.cfg.dir, id);
+            let file = File::open(&path)?;
+            let m = file.metadata()?;
+            if m.ino() != info.idx_ino || m.len() != info.idx_consumed {
+                return Ok(()); // Not what the index describes: no table this time.
+            }
+            if Some(id) == newest {
+                // Other processes may have appended to it without an fsync yet: the table
+                // covers only durable bytes (sealed segments were fsynced when sealed).
+                File::open(dir::data_path(&self.cfg.dir, id))?.sync_data()?;
+                file.sync_data()?;
+            }
+            segs.push(TableSeg {
+                id,
+                idx_len: info.idx_consumed,
+                data_end: info.data_end,
+                idx_ino: info.idx_ino,
+                idx_btime: birth_ns(&m),
+                last_entry_crc: last_entry_crc(&file, info.idx_consumed)?,
+            });
+        }
+        let live = ix.live_entries();
+        drop(ix);
+        let meta_ino = fs::metadata(self.cfg.dir.join(dir::META_FILE))?.ino();
+        let new_cover = Cover {
+            segs: segs.iter().map(|s| (s.id, s.idx_len)).collect(),
+            entries: live.len() as u64,
+            wrote: false,
+        };
+        let bytes = table::encode_table(meta_ino, segs, &live)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+        table::write_table(&self.cfg.dir, &bytes)?;
+        *cover = new_cover;
+        Ok(())
+    }
+}
+
+/// CRC32C of the index entry that ends at `idx_len` (0 if the file has none).
+fn last_entry_crc(file: &File, idx_len: u64) -> io::Result<u32> {
+    let entry = INDEX_ENTRY_LEN as u64;
+    if idx_len < SEGMENT_HEADER_LEN as u64 + entry {
+        return Ok(0);
+    }
+    let mut buf = [0u8; INDEX_ENTRY_LEN];
+    file.read_exact_at(&mut buf, idx_len - entry)?;
+    Ok(crc32c::crc32c(&buf))
+}
+
+/// Whether segment `s`'s index file still holds the last entry the table covers.
+fn last_entry_matches(dir: &std::path::Path, s: &TableSeg) -> io::Result<bool> {
+    let file = match File::open(dir::index_path(dir, s.id)) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
+        Err(e) => return Err(e),
+    };
+    match last_entry_crc(&file, s.idx_len) {
+        Ok(crc) => Ok(crc == s.last_entry_crc),
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// An index file's birth time in nanoseconds since the epoch; 0 where the file system does
+/// not tell.
+fn birth_ns(m: &fs::Metadata) -> u64 {
+    m.created()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use bytes::Bytes;
+
+    use super::super::{DiskConfig, DiskTier};
+    use super::*;
+    use crate::tier::{Tier, WriteContext, WriteOp};
+    use crate::{Identity, Lookup};
+
+    fn open(dir: &Path) -> DiskTier {
+        DiskTier::open(DiskConfig {
+            dir: dir.to_path_buf(),
+            identity: Identity::default(),
+            max_bytes: 1 << 30,
+            max_entries: u64::MAX,
+            segment_bytes: 64 << 10,
+            access: crate::DirAccess::Private,
+            allow_foreign_owner: false,
+        })
+        .unwrap()
+    }
+
+    fn key(i: u32) -> Bytes {
+        Bytes::from(format!("key-{i}"))
+    }
+
+    fn value(i: u32, generation: u8) -> Bytes {
+        Bytes::from(vec![generation ^ (i as u8); 100 + (i as usize % 300)])
+    }
+
+    fn write(disk: &DiskTier, ops: &[(u32, Option<u8>)]) {
+        let owned: Vec<(Bytes, Option<Bytes>)> = ops
+            .iter()
+            .map(|&(i, g)| (key(i), g.map(|g| value(i, g))))
+            .collect();
+        let ops: Vec<WriteOp<'_>> = owned
+            .iter()
+            .map(|(k, v)| match v {
+                Some(value) => WriteOp::Put { key: k, value },
+                None => WriteOp::Remove { key: k },
+            })
+            .collect();
+        disk.write(&ops, &WriteContext::new(&|_| false, true))
+            .unwrap();
+    }
+
+    fn get(disk: &DiskTier, i: u32) -> Option<Bytes> {
+        match disk.lookup(&key(i)) {
+            Lookup::Hit(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// A directory of 1,000 entries whose writer closed (leaving a table that covers them).
+    fn populated() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = open(dir.path());
+        let ops: Vec<_> = (0..1000).map(|i| (i, Some(1))).collect();
+        for chunk in ops.chunks(100) {
+            write(&disk, chunk);
+        }
+        drop(disk);
+        assert!(table::table_path(dir.path()).exists());
+        dir
+    }
+
+    #[test]
+    fn an_open_serves_through_the_table_without_reading_the_index_files() {
+        let dir = populated();
+        let disk = open(dir.path());
+        assert!(!disk.index_is_full(), "served through the table");
+        assert_eq!(disk.index.read().totals().0, 0, "no index entry read");
+        for i in 0..1000 {
+            assert_eq!(get(&disk, i), Some(value(i, 1)), "key {i}");
+        }
+        assert_eq!(get(&disk, 5000), None);
+        assert!(disk.build_full_index());
+        assert!(disk.index_is_full() && disk.lazy.read().is_none());
+        assert_eq!(disk.disk_stats().entries, 1000);
+        assert_eq!(get(&disk, 7), Some(value(7, 1)));
+        disk.validate();
+    }
+
+    /// Records written after the table (newer values, removals, records moved by a
+    /// compaction) win over what the table says, in a process that opens afterwards and in
+    /// one that was already open.
+    #[test]
+    fn what_was_written_after_the_table_wins() {
+        let dir = populated();
+        let early = open(dir.path());
+        assert!(!early.index_is_full());
+        let writer = open(dir.path());
+        writer.ensure_full().unwrap();
+        // Few enough not to rewrite the table.
+        write(
+            &writer,
+            &[(1, Some(2)), (2, None), (3, Some(2)), (1000, Some(2))],
+        );
+        write(&writer, &[(3, None)]);
+        let late = open(dir.path());
+        assert!(!late.index_is_full(), "the table is still trusted");
+        std::thread::sleep(Duration::from_millis(25)); // Past the refresh interval.
+        for disk in [&late, &early] {
+            // A miss reads what other processes appended (as with a full index, a key
+            // found is not looked for again).
+            assert_eq!(get(disk, 99_999), None);
+            assert_eq!(get(disk, 1), Some(value(1, 2)));
+            assert_eq!(get(disk, 2), None);
+            assert_eq!(get(disk, 3), None);
+            assert_eq!(get(disk, 1000), Some(value(1000, 2)));
+            assert_eq!(get(disk, 4), Some(value(4, 1)));
+        }
+        // Every record moved: the table names only deleted segments.
+        writer.compact().unwrap();
+        let after = open(dir.path());
+        std::thread::sleep(Duration::from_millis(25));
+        for disk in [&after, &late, &early] {
+            assert_eq!(get(disk, 99_999), None);
+            for i in (0..1000).step_by(7) {
+                let expected = match i {
+                    1 => Some(value(1, 2)),
+                    2 | 3 => None,
+                    _ => Some(value(i, 1)),
+                };
+                assert_eq!(get(disk, i), expected, "key {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_damaged_table_page_falls_back_to_the_full_index() {
+        let dir = populated();
+        let path = table::table_path(dir.path());
+        let mut bytes = fs::read(&path).unwrap();
+        let header = table::decode_header(&bytes).unwrap();
+        let page = table::page_of(disk_hash_of(7), header.pages) as usize;
+        bytes[header.header_len as usize + page * table::PAGE_LEN + 40] ^= 0xff;
+        fs::write(&path, &bytes).unwrap();
+        let disk = open(dir.path());
+        assert!(!disk.index_is_full());
+        assert_eq!(get(&disk, 7), Some(value(7, 1)));
+        assert!(
+            disk.index_is_full(),
+            "the damaged page made it read the index files"
+        );
+        // A cut table is no table.
+        fs::write(&path, &bytes[..100]).unwrap();
+        let disk = open(dir.path());
+        assert!(disk.index_is_full());
+        assert_eq!(get(&disk, 8), Some(value(8, 1)));
+    }
+
+    #[test]
+    fn a_replaced_index_file_or_a_foreign_table_is_not_trusted() {
+        let dir = populated();
+        let newest = *dir::list_segments(dir.path()).unwrap().last().unwrap();
+        let idx = dir::index_path(dir.path(), newest);
+        let copy = dir.path().join("copy");
+        fs::copy(&idx, &copy).unwrap();
+        fs::rename(&copy, &idx).unwrap();
+        let disk = open(dir.path());
+        assert!(disk.index_is_full(), "a new inode: the table is not used");
+        assert_eq!(get(&disk, 9), Some(value(9, 1)));
+        drop(disk);
+        // Another directory's table.
+        let other = populated();
+        fs::copy(
+            table::table_path(other.path()),
+            table::table_path(dir.path()),
+        )
+        .unwrap();
+        let disk = open(dir.path());
+        assert!(disk.index_is_full());
+        assert_eq!(get(&disk, 10), Some(value(10, 1)));
+    }
+
+    /// A power cut can cut the newest index file below the table's watermark, and later
+    /// appends grow it back: the table no longer describes those bytes.
+    #[test]
+    fn an_index_file_cut_and_appended_to_again_is_not_trusted() {
+        let dir = populated();
+        let newest = *dir::list_segments(dir.path()).unwrap().last().unwrap();
+        let idx = dir::index_path(dir.path(), newest);
+        let n = fs::metadata(&idx).unwrap().len();
+        let file = fs::OpenOptions::new().write(true).open(&idx).unwrap();
+        // Another entry where the last one was (here: the last one with another offset).
+        let mut entry = [0u8; INDEX_ENTRY_LEN];
+        FileExt::read_exact_at(&File::open(&idx).unwrap(), &mut entry, n - 24).unwrap();
+        entry[8] ^= 1;
+        file.write_all_at(&entry, n - INDEX_ENTRY_LEN as u64)
+            .unwrap();
+        let disk = open(dir.path());
+        assert!(disk.index_is_full(), "the table was not trusted");
+    }
+
+    #[test]
+    fn clear_removes_the_table_and_writers_rewrite_it() {
+        let dir = populated();
+        let disk = open(dir.path());
+        disk.clear().unwrap();
+        assert!(!table::table_path(dir.path()).exists());
+        let fresh = open(dir.path());
+        assert_eq!(get(&fresh, 1), None);
+        // Enough new entries make a durable write rewrite it.
+        let ops: Vec<_> = (0..200).map(|i| (i, Some(3))).collect();
+        write(&disk, &ops);
+        let reopened = open(dir.path());
+        assert!(!reopened.index_is_full());
+        assert_eq!(get(&reopened, 150), Some(value(150, 3)));
+        assert_eq!(get(&reopened, 500), None);
+    }
+
+    fn disk_hash_of(i: u32) -> u64 {
+        super::super::format::disk_hash(&key(i))
+    }
+}
