@@ -354,8 +354,30 @@ fn configure(p: &Process, identity: &[u8], mesa: bool) -> Result<PathBuf, String
         .ok_or("no cache directory (set GPUCACHE_DROPIN_DIR, XDG_CACHE_HOME or HOME)")?;
     let identity = identity.to_vec();
     let max = s.max_bytes;
+    // The fleet tier (`docs/fleet.md`) when GPUCACHE_FLEET_URL names one; a fleet that cannot
+    // be set up (no key file, a bad URL) is left out: the local cache still serves.
+    let fleet = match gpucache_fleet::FleetBuilder::from_env(
+        gpucache::Identity::new(identity.clone()).with_driver_versioned(true),
+    ) {
+        Ok(Some(b)) => match b.stats_directory(&dir).build() {
+            Ok(tier) => Some(tier),
+            Err(e) => {
+                log(p, &format!("fleet tier left out: {e}"));
+                None
+            }
+        },
+        Ok(None) => None,
+        Err(e) => {
+            log(p, &format!("fleet tier left out: GPUCACHE_FLEET_*: {e}"));
+            None
+        }
+    };
     let config = BlobCacheConfig::new()
         .cache(|c| {
+            let c = match fleet {
+                Some(tier) => c.tier(tier),
+                None => c,
+            };
             let c = c
                 .directory(&dir)
                 .identity(identity)
