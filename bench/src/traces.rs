@@ -201,7 +201,11 @@ pub fn phase_cycle(alpha: f64, requests: usize, capacity: usize, seed: u64) -> T
     let quarter = (requests / 4).max(1);
     let keys = (0..requests)
         .map(|i| {
-            let space = if (i / quarter).is_multiple_of(2) { 12 } else { 13 };
+            let space = if (i / quarter).is_multiple_of(2) {
+                12
+            } else {
+                13
+            };
             key_of(space, dist.sample(&mut rng))
         })
         .collect();

@@ -194,6 +194,27 @@ impl TinyLfu {
             // The hit rate fell sharply: the workload changed, so age the old popularity
             // now rather than over the next samples, letting the new keys win admission.
             self.sketch.halve();
+            self.expose_protected();
+        }
+    }
+
+    /// Moves every protected entry to the front of probation, oldest first, ahead of the
+    /// entries already there. After a workload change the old favourites sit in protected,
+    /// which only gives up entries as new ones are promoted into it; meanwhile the contests
+    /// are fought by probation's few entries and the newcomers lose them to stale counts.
+    /// Exposed, the old favourites become the next victims: those still requested have
+    /// pending hits and are promoted back when they reach the front, the others must now
+    /// out-count each new candidate. Linear in the entries, once per restart (a restart
+    /// takes at least a sample of ten requests per entry).
+    fn expose_protected(&mut self) {
+        let behind = self.queues[Place::Probation as usize].len();
+        while let Some(id) = self.queues[Place::Protected as usize].front() {
+            self.relocate(id, Place::Probation);
+        }
+        for _ in 0..behind {
+            let probation = &mut self.queues[Place::Probation as usize];
+            let Some(id) = probation.front() else { break };
+            probation.move_to_back(&mut self.links, id);
         }
     }
 

@@ -184,3 +184,57 @@ fn heap_bytes_grow_with_entries() {
     p.clear();
     assert_eq!(p.heap_bytes(), 0);
 }
+
+#[test]
+fn exposing_protected_puts_the_old_favourites_first() {
+    let mut p = TinyLfu::default();
+    for id in 0..10 {
+        p.insert(id, u64::from(id) << 8, 1);
+    }
+    p.touch(1);
+    p.touch(2);
+    let evicted = [p.evict(), p.evict()];
+    assert_eq!(evicted, [Some(0), Some(3)]);
+    assert_eq!(p.meta[1].place, Place::Protected);
+    assert_eq!(p.meta[2].place, Place::Protected);
+    let mut before = Vec::new();
+    p.queues[Place::Probation as usize].for_each(&p.links, |id| before.push(id));
+    assert!(!before.is_empty());
+    p.expose_protected();
+    assert_eq!(p.queues[Place::Protected as usize].len(), 0);
+    let mut after = Vec::new();
+    p.queues[Place::Probation as usize].for_each(&p.links, |id| after.push(id));
+    let mut expected = vec![1, 2];
+    expected.extend(&before);
+    assert_eq!(after, expected);
+    p.validate(&|id| id != 0 && id != 3);
+}
+
+#[test]
+fn a_new_workload_takes_over_quickly() {
+    // Zipf-like popularity over two disjoint key sets, switching halfway: after the switch
+    // the new set's popular keys must be resident within a few samples.
+    let mut p = TinyLfu::default();
+    let mut keys = Vec::new();
+    let mut x = 1u64;
+    for phase in 0..2u64 {
+        for _ in 0..60_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Rank r with probability about 1/r over 2,000 ranks.
+            let u = (x >> 11) as f64 / (1u64 << 53) as f64;
+            let rank = (2000f64.powf(u)) as u64;
+            keys.push(phase << 32 | rank);
+        }
+    }
+    let hits_first = replay(&mut p, &keys[..60_000], 200);
+    let mut q = TinyLfu::default();
+    let hits_both = replay(&mut q, &keys, 200);
+    let hits_second = hits_both - hits_first;
+    // The second phase may lose its warm-up, but not much more than the first did.
+    assert!(
+        hits_second as f64 >= 0.97 * hits_first as f64,
+        "first {hits_first}, second {hits_second}"
+    );
+}
