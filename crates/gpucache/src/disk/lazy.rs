@@ -20,7 +20,7 @@ use std::fs::{self, File};
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Instant, UNIX_EPOCH};
 
 use parking_lot::{Mutex, RwLock};
 
@@ -34,9 +34,6 @@ use crate::hash::PassThroughBuildHasher;
 /// Rewrite the table when the entries written after it reach this many, and an eighth of
 /// those it holds (so rewriting costs O(1) per entry written, amortized).
 const TABLE_MIN_TAIL: u64 = 64;
-
-/// How long background work waits for the first lookup after an open through the table.
-const FIRST_LOOKUP_WAIT: Duration = Duration::from_secs(1);
 
 /// The table this process serves from until its index is full.
 #[derive(Debug)]
@@ -132,7 +129,6 @@ impl DiskTier {
             full: false,
             touched: Mutex::default(),
         });
-        self.opened_lazily.store(true, Ordering::Release);
         Ok(true)
     }
 
@@ -147,36 +143,6 @@ impl DiskTier {
             .as_ref()
             .filter(|lz| !lz.full)
             .map_or(0, |lz| lz.sealed_below)
-    }
-
-    /// Notes that a lookup finished: background work waiting for the first one may start.
-    pub(super) fn note_lookup(&self) {
-        if !self.looked_up.load(Ordering::Acquire) {
-            self.looked_up.store(true, Ordering::Release);
-            *self.first_lookup.lock() = true;
-            self.first_lookup_cv.notify_all();
-        }
-    }
-
-    /// In a process that opened through the table, waits until its first lookup has
-    /// finished or [`FIRST_LOOKUP_WAIT`] has passed, so that the background reads of every
-    /// index file and the preload do not queue ahead of the first hit's few reads on a slow
-    /// disk.
-    pub(super) fn await_first_lookup(&self) {
-        if !self.opened_lazily.load(Ordering::Acquire) {
-            return;
-        }
-        let deadline = Instant::now() + FIRST_LOOKUP_WAIT;
-        let mut done = self.first_lookup.lock();
-        while !*done {
-            if self
-                .first_lookup_cv
-                .wait_until(&mut done, deadline)
-                .timed_out()
-            {
-                break;
-            }
-        }
     }
 
     /// Where `hash`'s latest value record is, as far as this process knows.

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Mutex, RwLock};
 
 use super::access::{self, DirAccess};
 use super::dir;
@@ -66,12 +66,6 @@ pub(crate) struct DiskTier {
     pub(super) lazy_broken: AtomicBool,
     /// What the last table read or written covers.
     pub(super) cover: Mutex<Cover>,
-    /// This process opened through the table (background work then waits for the first
-    /// lookup, `super::lazy`).
-    pub(super) opened_lazily: AtomicBool,
-    pub(super) looked_up: AtomicBool,
-    pub(super) first_lookup: Mutex<bool>,
-    pub(super) first_lookup_cv: Condvar,
     /// Serializes refreshes; holds when the last one ran.
     pub(super) refresh_gate: Mutex<Instant>,
     /// Data files open for reading, by segment.
@@ -112,10 +106,6 @@ impl DiskTier {
             lazy: RwLock::new(None),
             lazy_broken: AtomicBool::new(false),
             cover: Mutex::new(Cover::default()),
-            opened_lazily: AtomicBool::new(false),
-            looked_up: AtomicBool::new(false),
-            first_lookup: Mutex::new(false),
-            first_lookup_cv: Condvar::new(),
             refresh_gate: Mutex::new(Instant::now()),
             read_files: Mutex::new(HashMap::new()),
             counters: DiskCounters::default(),
@@ -320,7 +310,6 @@ impl Tier for DiskTier {
     }
 
     fn warm_up(&self) {
-        self.await_first_lookup();
         self.build_full_index();
     }
 
