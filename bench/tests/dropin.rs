@@ -629,3 +629,47 @@ fn found_through_glvnds_own_list_it_skips_itself_and_lists_devices_once() {
     assert_eq!(cold.installs(), 1, "{}", cold.stderr);
     assert_served(&cold, &warm);
 }
+
+/// Two "machines" (two sandboxes, two cache roots) and one real Redis: the first runs the
+/// unmodified application under the drop-in and its entries reach the fleet; the second
+/// starts with an empty root and its very first run is served, from the fleet, with the same
+/// pixels.
+#[test]
+fn a_fresh_machine_is_served_from_the_fleet_through_the_dropin() {
+    use gpucache_fleet::testing::{redis_available, RedisServer};
+    use std::os::unix::fs::PermissionsExt as _;
+    if !redis_available() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "redis-server is missing: run scripts/install-deps"
+        );
+        eprintln!("skipped: redis-server is not installed (scripts/install-deps)");
+        return;
+    }
+    let redis = RedisServer::start(&[]).unwrap();
+    let keys = tempfile::tempdir().unwrap();
+    let key = keys.path().join("fleet.key");
+    std::fs::write(&key, "the key of this test's fleet of two machines\n").unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let with_fleet = |s: &Sandbox| {
+        let mut c = s.dropin(app());
+        c.args(["--programs", "6"])
+            .env("GPUCACHE_FLEET_URL", redis.url())
+            .env("GPUCACHE_FLEET_KEY_FILE", &key)
+            // An unoptimised test build verifies slowly; the budget itself is tested in
+            // crates/gpucache-fleet/tests/faults.rs.
+            .env("GPUCACHE_FLEET_READ_BUDGET_MS", "50");
+        c
+    };
+    let (one, two) = (Sandbox::new(), Sandbox::new());
+    let cold = run(with_fleet(&one));
+    let fresh = run(with_fleet(&two));
+    assert_eq!(cold.get("pixels"), fresh.get("pixels"));
+    assert_served(&cold, &fresh);
+    // The second machine's own root held nothing before: what served it came from the fleet.
+    let (_, id) = namespace(&two.root(), "dropin_app");
+    assert!(
+        id.join("fleet-stats").exists(),
+        "the fleet tier kept its counters beside the cache"
+    );
+}

@@ -359,13 +359,23 @@ fn configure(p: &Process, identity: &[u8], mesa: bool) -> Result<PathBuf, String
     let fleet = match gpucache_fleet::FleetBuilder::from_env(
         gpucache::Identity::new(identity.clone()).with_driver_versioned(true),
     ) {
-        Ok(Some(b)) => match b.stats_directory(&dir).build() {
-            Ok(tier) => Some(tier),
-            Err(e) => {
-                log(p, &format!("fleet tier left out: {e}"));
-                None
+        Ok(Some(b)) => {
+            // Its counters beside the cache's files (the identity's subdirectory), where
+            // `gpucache stats` finds them.
+            let stats_dir = gpucache::Cache::builder()
+                .directory(&dir)
+                .identity(identity.clone())
+                .driver_versioned(true)
+                .resolved_directory()
+                .unwrap_or_else(|| dir.clone());
+            match b.stats_directory(stats_dir).build() {
+                Ok(tier) => Some(tier),
+                Err(e) => {
+                    log(p, &format!("fleet tier left out: {e}"));
+                    None
+                }
             }
-        },
+        }
         Ok(None) => None,
         Err(e) => {
             log(p, &format!("fleet tier left out: GPUCACHE_FLEET_*: {e}"));
