@@ -113,6 +113,7 @@ fn builder(dir: &Path, input: &Input, preload: bool) -> CacheBuilder {
         .max_memory_bytes(if input.small_memory { 16 << 10 } else { 64 << 20 })
         .max_disk_bytes(if input.small_disk { 48 << 10 } else { 64 << 20 })
         .max_segment_bytes(8 << 10)
+        .open_table_min_entries(0)
         .policy(input.policy)
         .shards(1)
         .preload(preload)

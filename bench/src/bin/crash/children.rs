@@ -18,6 +18,8 @@ pub fn builder(dir: &Path) -> CacheBuilder {
         .directory(dir)
         .identity(model::IDENTITY)
         .max_segment_bytes(64 << 10)
+        // The persisted hash table at any size, so that kills land in its writes too.
+        .open_table_min_entries(0)
         .max_disk_bytes(1 << 30)
         .max_memory_bytes(256 << 10)
 }

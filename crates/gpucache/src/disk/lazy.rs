@@ -273,6 +273,14 @@ impl DiskTier {
         if !due {
             return Ok(());
         }
+        if ix.totals().0 < self.cfg.table_min_entries {
+            // Too few entries for the table to pay for its pages: none, and an older one
+            // (the directory shrank) goes, so that its bytes do not outlive its use.
+            drop(ix);
+            table::remove_table(&self.cfg.dir)?;
+            *cover = Cover::default();
+            return Ok(());
+        }
         let mut segs = Vec::with_capacity(ix.segs().len());
         let newest = ix.segs().keys().next_back().copied();
         for (&id, info) in ix.segs() {
@@ -368,6 +376,7 @@ mod tests {
             segment_bytes: 64 << 10,
             access: crate::DirAccess::Private,
             allow_foreign_owner: false,
+            table_min_entries: 0,
         })
         .unwrap()
     }

@@ -457,6 +457,7 @@ mod tests {
             segment_bytes: 1 << 20,
             access: crate::DirAccess::Private,
             allow_foreign_owner: false,
+            table_min_entries: 0,
         })
         .unwrap();
         for i in 0..100u32 {
@@ -496,6 +497,7 @@ mod tests {
             segment_bytes: 4096,
             access: crate::DirAccess::Private,
             allow_foreign_owner: false,
+            table_min_entries: 0,
         })
         .unwrap();
         put(&disk, b"stable", &[1; 1000]);

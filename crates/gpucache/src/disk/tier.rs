@@ -37,6 +37,8 @@ pub(crate) struct DiskConfig {
     pub access: DirAccess,
     /// Write even into a directory owned by another user.
     pub allow_foreign_owner: bool,
+    /// Live entries from which writers keep the persisted hash table (`super::table`).
+    pub table_min_entries: u64,
 }
 
 /// What the write side keeps between batches (used by the write-behind thread only).
