@@ -414,7 +414,7 @@ fn from_table(ix: &Index, lazy: bool, hash: u64) -> bool {
 }
 
 /// Reads into `buf` from `offset` until it is full or the file ends; the bytes read.
-fn read_up_to(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+pub(super) fn read_up_to(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     let mut done = 0;
     while done < buf.len() {
         match file.read_at(&mut buf[done..], offset + done as u64) {

@@ -10,12 +10,12 @@
 
 use std::fs::{self, File};
 use std::io::{self, ErrorKind, Write as _};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::access;
 use super::format::FORMAT_VERSION;
 use super::index::Loc;
+use super::read::read_up_to;
 use crate::codec::{strip_crc32c, FormatError, LeReader, LeWriter};
 
 /// The table's file name: `seg-` so that every wipe (of any version) removes it with the
@@ -357,19 +357,6 @@ pub(crate) fn remove_table(dir: &Path) -> io::Result<()> {
         Err(e) if e.kind() != ErrorKind::NotFound => Err(e),
         _ => Ok(()),
     }
-}
-
-fn read_up_to(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        match file.read_at(&mut buf[done..], offset + done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(done)
 }
 
 #[cfg(test)]
