@@ -266,30 +266,18 @@ impl ServiceDiscardableManager {
         offset: u32,
         size: u64,
     ) -> Result<(), Error> {
-        let c = self
-            .clients
-            .get(&client)
-            .ok_or(Error::UnknownClient(client))?;
-        if c.resources.contains_key(&resource) {
-            return Err(Error::AlreadyInitialized { client, resource });
-        }
-        let mem = c
-            .pools
-            .get(&pool)
-            .ok_or(Error::UnknownPool { client, pool })?;
-        let handle =
-            DiscardableHandle::new(mem.clone(), offset).ok_or(Error::BadOffset { pool, offset })?;
-        if self.live_words.contains(&(client, pool, offset)) {
-            return Err(Error::HandleInUse { pool, offset });
-        }
+        self.check_initialize(client, resource, pool, offset)?;
         let total = self
             .total
             .checked_add(size)
             .ok_or(Error::SizeTooLarge(size))?;
-        let w = handle.value();
-        if w < word::LOCKED_ONCE {
-            return Err(Error::NotLockedAtInit(w));
-        }
+        let mem = self
+            .clients
+            .get(&client)
+            .and_then(|c| c.pools.get(&pool))
+            .ok_or(Error::UnknownPool { client, pool })?;
+        let handle =
+            DiscardableHandle::new(mem.clone(), offset).ok_or(Error::BadOffset { pool, offset })?;
         let entry = Entry {
             client,
             resource,
