@@ -2,6 +2,7 @@
 //! policy simulator shared by the benchmark binaries.
 
 pub mod belady;
+pub mod child;
 pub mod disk;
 pub mod gl;
 pub mod replay;

@@ -17,9 +17,8 @@
 //! Prints one summary line; exits 1 if any corrupt value was returned, 2 on other failures
 //! (a directory that does not open or refuses writes after a crash, a child that failed).
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -180,28 +179,8 @@ struct Running {
 }
 
 impl Running {
-    fn spawn(mut cmd: Command) -> Running {
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn child");
-        let out = child.stdout.take().unwrap();
-        let mut err = child.stderr.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stderr = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = err.read_to_string(&mut s);
-            s
-        });
+    fn spawn(cmd: Command) -> Running {
+        let (child, lines, stderr) = gpucache_bench::child::spawn_reading(cmd);
         Running {
             child,
             lines,

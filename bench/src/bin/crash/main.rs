@@ -27,9 +27,8 @@
 mod children;
 mod model;
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -94,28 +93,8 @@ struct Running {
 }
 
 impl Running {
-    fn spawn(mut cmd: Command) -> Running {
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
-        let out = child.stdout.take().unwrap();
-        let mut err = child.stderr.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stderr = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = err.read_to_string(&mut s);
-            s
-        });
+    fn spawn(cmd: Command) -> Running {
+        let (child, lines, stderr) = gpucache_bench::child::spawn_reading(cmd);
         Running {
             child,
             lines,
