@@ -14,6 +14,7 @@ pub mod programs;
 pub mod report;
 mod slow_report;
 pub use crate::throttle;
+pub mod wall;
 pub mod warm_start;
 
 use std::path::PathBuf;

@@ -199,7 +199,7 @@ fn find_dir(path: &Path, name: &str, depth: usize) -> Option<PathBuf> {
 
 /// One cold run under `profile`: the case's files evicted, this process moved into the
 /// throttled group for the run (so is the child it starts), the group's reads counted.
-fn slow_run(
+pub(super) fn slow_run(
     throttle: &Throttle,
     profile: &Profile,
     case: Case,
