@@ -507,7 +507,11 @@ mod tests {
         })
         .unwrap();
         let value = |i: u32| -> Vec<u8> {
-            let len = if i == 7 { 700 << 10 } else { 10_000 + i as usize * 37 };
+            let len = if i == 7 {
+                700 << 10
+            } else {
+                10_000 + i as usize * 37
+            };
             (0..len).map(|b| (b as u32 ^ i) as u8).collect()
         };
         for i in 0..120u32 {
