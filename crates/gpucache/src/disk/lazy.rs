@@ -15,7 +15,7 @@
 //! replaced since the table was written, make the process build the full index at once
 //! ([`DiskTier::ensure_full`]), as do writing, the preload and the statistics.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{self, File};
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -25,7 +25,9 @@ use std::time::{Instant, UNIX_EPOCH};
 use parking_lot::{Mutex, RwLock};
 
 use super::dir;
-use super::format::{decode_index_entry, INDEX_ENTRY_LEN, SEGMENT_HEADER_LEN};
+use super::format::{
+    decode_index_entry, decode_segment_header, SegmentFile, INDEX_ENTRY_LEN, SEGMENT_HEADER_LEN,
+};
 use super::index::{Index, Loc};
 use super::table::{self, Found, Table, TableSeg};
 use super::DiskTier;
@@ -46,6 +48,9 @@ pub(super) struct Lazy {
     full: bool,
     /// Key hashes the overlay has named at some point.
     touched: Mutex<HashSet<u64, PassThroughBuildHasher>>,
+    /// Segments whose data-file header was read before serving their records through the
+    /// table: whether it was sound.
+    headers: Mutex<HashMap<u32, bool>>,
 }
 
 /// What the last table this process read or wrote covers: how much the index files grew
@@ -128,6 +133,7 @@ impl DiskTier {
             sealed_below: covered_max,
             full: false,
             touched: Mutex::default(),
+            headers: Mutex::default(),
         });
         Ok(true)
     }
@@ -147,6 +153,7 @@ impl DiskTier {
 
     /// Where `hash`'s latest value record is, as far as this process knows.
     pub(crate) fn locate(&self, hash: u64) -> Option<Loc> {
+        let mut bad_header = None;
         {
             let lazy = self.lazy.read();
             let Some(lz) = lazy.as_ref() else {
@@ -161,7 +168,13 @@ impl DiskTier {
                     return None;
                 }
                 match lz.table.find(hash) {
-                    Found::At(slot) => return Some(slot.loc()),
+                    Found::At(slot) if self.data_header_sound(lz, slot.seg) => {
+                        return Some(slot.loc())
+                    }
+                    // A data file whose header is bad is the full index's to judge (it
+                    // marks the segment for repair): its records are not served before.
+                    Found::At(_) if lz.full => return None,
+                    Found::At(slot) => bad_header = Some(slot.seg),
                     Found::Absent => return None,
                     Found::Unknown if lz.full => return None,
                     Found::Unknown => {}
@@ -172,7 +185,33 @@ impl DiskTier {
             self.counters.add_read_error(&e);
             return None;
         }
-        self.index.read().get(hash)
+        self.index
+            .read()
+            .get(hash)
+            .filter(|loc| Some(loc.seg) != bad_header)
+    }
+
+    /// Whether segment `seg`'s data file starts with its own header (read once per segment,
+    /// before the first record served through the table). A bad header makes lookups stop
+    /// trusting the table; a missing file is left to the record read (a miss).
+    fn data_header_sound(&self, lz: &Lazy, seg: u32) -> bool {
+        if let Some(&sound) = lz.headers.lock().get(&seg) {
+            return sound;
+        }
+        let mut header = [0u8; SEGMENT_HEADER_LEN];
+        let sound = match self.data_file(seg) {
+            Ok(file) => match file.read_exact_at(&mut header, 0) {
+                Ok(()) => decode_segment_header(SegmentFile::Data, &header) == Ok(seg),
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => false,
+                Err(_) => return true, // Not known: the record read will tell.
+            },
+            Err(_) => return true,
+        };
+        lz.headers.lock().insert(seg, sound);
+        if !sound {
+            self.break_lazy();
+        }
+        sound
     }
 
     /// Builds the full in-memory index from the index files, if this process still serves
@@ -509,6 +548,40 @@ mod tests {
         let disk = open(dir.path());
         assert!(disk.index_is_full());
         assert_eq!(get(&disk, 8), Some(value(8, 1)));
+    }
+
+    /// A data file whose header was destroyed: its records are not served through the table
+    /// before the full index has judged it and the repair ran (it rewrites the header, the
+    /// index file describing the data exactly).
+    #[test]
+    fn a_data_file_with_a_bad_header_is_not_served_through_the_table() {
+        let dir = populated();
+        let seg = match table::Table::open(dir.path())
+            .unwrap()
+            .unwrap()
+            .find(disk_hash_of(7))
+        {
+            Found::At(slot) => slot.seg,
+            other => panic!("{other:?}"),
+        };
+        let data = fs::OpenOptions::new()
+            .write(true)
+            .open(dir::data_path(dir.path(), seg))
+            .unwrap();
+        data.write_all_at(&[0xee; 8], 0).unwrap();
+        let disk = open(dir.path());
+        assert!(!disk.index_is_full());
+        assert_eq!(
+            get(&disk, 7),
+            None,
+            "served from a data file with a bad header"
+        );
+        assert!(
+            disk.index_is_full(),
+            "the bad header made it read the index files"
+        );
+        assert!(disk.build_full_index());
+        assert_eq!(get(&disk, 7), Some(value(7, 1)), "repaired");
     }
 
     #[test]
