@@ -20,7 +20,7 @@ use std::fs::{self, File};
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::sync::atomic::Ordering;
-use std::time::{Instant, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use parking_lot::{Mutex, RwLock};
 
@@ -37,6 +37,9 @@ use crate::hash::PassThroughBuildHasher;
 /// those it holds (so rewriting costs O(1) per entry written, amortized).
 const TABLE_MIN_TAIL: u64 = 64;
 
+/// How long after an open through the table the preload waits for the first lookup.
+const FIRST_LOOKUP_WAIT: Duration = Duration::from_millis(200);
+
 /// The table this process serves from until its index is full.
 #[derive(Debug)]
 pub(super) struct Lazy {
@@ -51,6 +54,14 @@ pub(super) struct Lazy {
     /// Segments whose data-file header was read before serving their records through the
     /// table: whether it was sound.
     headers: Mutex<HashMap<u32, bool>>,
+}
+
+impl Lazy {
+    /// Whether segment `seg`'s data-file header was found bad: its records are not served
+    /// until the repair has run (it drops the table).
+    fn bad_header(&self, seg: u32) -> bool {
+        self.headers.lock().get(&seg) == Some(&false)
+    }
 }
 
 /// What the last table this process read or wrote covers: how much the index files grew
@@ -135,7 +146,40 @@ impl DiskTier {
             touched: Mutex::default(),
             headers: Mutex::default(),
         });
+        self.opened_lazily.store(true, Ordering::Release);
         Ok(true)
+    }
+
+    /// Notes that a lookup finished: a preload waiting for the first one may start.
+    pub(super) fn note_lookup(&self) {
+        if !self.looked_up.load(Ordering::Acquire) {
+            self.looked_up.store(true, Ordering::Release);
+            *self.first_lookup.0.lock() = true;
+            self.first_lookup.1.notify_all();
+        }
+    }
+
+    /// In a process that opened through the table, waits until its first lookup has finished
+    /// or [`FIRST_LOOKUP_WAIT`] has passed since the open: the preload's reads and copies
+    /// would otherwise compete with that lookup for the CPUs (and, cold, for the disk) just
+    /// when the application waits for it. The full index is built meanwhile (on the writer
+    /// thread, which never waits: writes are not held).
+    pub(super) fn await_first_lookup(&self) {
+        if !self.opened_lazily.load(Ordering::Acquire) || self.looked_up.load(Ordering::Acquire) {
+            return;
+        }
+        let deadline = self.opened_at + FIRST_LOOKUP_WAIT;
+        let mut done = self.first_lookup.0.lock();
+        while !*done {
+            if self
+                .first_lookup
+                .1
+                .wait_until(&mut done, deadline)
+                .timed_out()
+            {
+                break;
+            }
+        }
     }
 
     /// The segments a refresh of the overlay skips: those below the table's newest, which
@@ -153,7 +197,6 @@ impl DiskTier {
 
     /// Where `hash`'s latest value record is, as far as this process knows.
     pub(crate) fn locate(&self, hash: u64) -> Option<Loc> {
-        let mut bad_header = None;
         {
             let lazy = self.lazy.read();
             let Some(lz) = lazy.as_ref() else {
@@ -162,7 +205,7 @@ impl DiskTier {
             };
             if lz.full || !self.lazy_broken.load(Ordering::Acquire) {
                 if let Some(loc) = self.index.read().latest(hash) {
-                    return (!loc.tombstone).then_some(loc);
+                    return (!loc.tombstone && !lz.bad_header(loc.seg)).then_some(loc);
                 }
                 if !lz.full && lz.touched.lock().contains(&hash) {
                     return None;
@@ -174,7 +217,7 @@ impl DiskTier {
                     // A data file whose header is bad is the full index's to judge (it
                     // marks the segment for repair): its records are not served before.
                     Found::At(_) if lz.full => return None,
-                    Found::At(slot) => bad_header = Some(slot.seg),
+                    Found::At(_) => {}
                     Found::Absent => return None,
                     Found::Unknown if lz.full => return None,
                     Found::Unknown => {}
@@ -185,10 +228,10 @@ impl DiskTier {
             self.counters.add_read_error(&e);
             return None;
         }
-        self.index
-            .read()
-            .get(hash)
-            .filter(|loc| Some(loc.seg) != bad_header)
+        let loc = self.index.read().get(hash)?;
+        let lazy = self.lazy.read();
+        let bad = lazy.as_ref().is_some_and(|lz| lz.bad_header(loc.seg));
+        (!bad).then_some(loc)
     }
 
     /// Whether segment `seg`'s data file starts with its own header (read once per segment,
@@ -580,7 +623,13 @@ mod tests {
             disk.index_is_full(),
             "the bad header made it read the index files"
         );
+        let in_seg = |i: u32| disk.index.read().get(disk_hash_of(i)).map(|l| l.seg) == Some(seg);
+        let neighbour = (0..1000)
+            .find(|&i| i != 7 && in_seg(i))
+            .expect("a key beside 7");
+        assert_eq!(get(&disk, neighbour), None, "served before the repair");
         assert!(disk.build_full_index());
+        assert_eq!(get(&disk, neighbour), Some(value(neighbour, 1)));
         assert_eq!(get(&disk, 7), Some(value(7, 1)), "repaired");
     }
 
