@@ -15,17 +15,19 @@
 //! replaced since the table was written, make the process build the full index at once
 //! ([`DiskTier::ensure_full`]), as do writing, the preload and the statistics.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{self, File};
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::sync::atomic::Ordering;
-use std::time::{Instant, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use parking_lot::{Mutex, RwLock};
 
 use super::dir;
-use super::format::{decode_index_entry, INDEX_ENTRY_LEN, SEGMENT_HEADER_LEN};
+use super::format::{
+    decode_index_entry, decode_segment_header, SegmentFile, INDEX_ENTRY_LEN, SEGMENT_HEADER_LEN,
+};
 use super::index::{Index, Loc};
 use super::table::{self, Found, Table, TableSeg};
 use super::DiskTier;
@@ -34,6 +36,9 @@ use crate::hash::PassThroughBuildHasher;
 /// Rewrite the table when the entries written after it reach this many, and an eighth of
 /// those it holds (so rewriting costs O(1) per entry written, amortized).
 const TABLE_MIN_TAIL: u64 = 64;
+
+/// How long after an open through the table the preload waits for the first lookup.
+const FIRST_LOOKUP_WAIT: Duration = Duration::from_millis(200);
 
 /// The table this process serves from until its index is full.
 #[derive(Debug)]
@@ -46,6 +51,17 @@ pub(super) struct Lazy {
     full: bool,
     /// Key hashes the overlay has named at some point.
     touched: Mutex<HashSet<u64, PassThroughBuildHasher>>,
+    /// Segments whose data-file header was read before serving their records through the
+    /// table: whether it was sound.
+    headers: Mutex<HashMap<u32, bool>>,
+}
+
+impl Lazy {
+    /// Whether segment `seg`'s data-file header was found bad: its records are not served
+    /// until the repair has run (it drops the table).
+    fn bad_header(&self, seg: u32) -> bool {
+        self.headers.lock().get(&seg) == Some(&false)
+    }
 }
 
 /// What the last table this process read or wrote covers: how much the index files grew
@@ -128,8 +144,42 @@ impl DiskTier {
             sealed_below: covered_max,
             full: false,
             touched: Mutex::default(),
+            headers: Mutex::default(),
         });
+        self.opened_lazily.store(true, Ordering::Release);
         Ok(true)
+    }
+
+    /// Notes that a lookup finished: a preload waiting for the first one may start.
+    pub(super) fn note_lookup(&self) {
+        if !self.looked_up.load(Ordering::Acquire) {
+            self.looked_up.store(true, Ordering::Release);
+            *self.first_lookup.0.lock() = true;
+            self.first_lookup.1.notify_all();
+        }
+    }
+
+    /// In a process that opened through the table, waits until its first lookup has finished
+    /// or [`FIRST_LOOKUP_WAIT`] has passed since the open: the preload's reads and copies
+    /// would otherwise compete with that lookup for the CPUs (and, cold, for the disk) just
+    /// when the application waits for it. The full index is built meanwhile (on the writer
+    /// thread, which never waits: writes are not held).
+    pub(super) fn await_first_lookup(&self) {
+        if !self.opened_lazily.load(Ordering::Acquire) || self.looked_up.load(Ordering::Acquire) {
+            return;
+        }
+        let deadline = self.opened_at + FIRST_LOOKUP_WAIT;
+        let mut done = self.first_lookup.0.lock();
+        while !*done {
+            if self
+                .first_lookup
+                .1
+                .wait_until(&mut done, deadline)
+                .timed_out()
+            {
+                break;
+            }
+        }
     }
 
     /// The segments a refresh of the overlay skips: those below the table's newest, which
@@ -155,13 +205,19 @@ impl DiskTier {
             };
             if lz.full || !self.lazy_broken.load(Ordering::Acquire) {
                 if let Some(loc) = self.index.read().latest(hash) {
-                    return (!loc.tombstone).then_some(loc);
+                    return (!loc.tombstone && !lz.bad_header(loc.seg)).then_some(loc);
                 }
                 if !lz.full && lz.touched.lock().contains(&hash) {
                     return None;
                 }
                 match lz.table.find(hash) {
-                    Found::At(slot) => return Some(slot.loc()),
+                    Found::At(slot) if self.data_header_sound(lz, slot.seg) => {
+                        return Some(slot.loc())
+                    }
+                    // A data file whose header is bad is the full index's to judge (it
+                    // marks the segment for repair): its records are not served before.
+                    Found::At(_) if lz.full => return None,
+                    Found::At(_) => {}
                     Found::Absent => return None,
                     Found::Unknown if lz.full => return None,
                     Found::Unknown => {}
@@ -172,7 +228,33 @@ impl DiskTier {
             self.counters.add_read_error(&e);
             return None;
         }
-        self.index.read().get(hash)
+        let loc = self.index.read().get(hash)?;
+        let lazy = self.lazy.read();
+        let bad = lazy.as_ref().is_some_and(|lz| lz.bad_header(loc.seg));
+        (!bad).then_some(loc)
+    }
+
+    /// Whether segment `seg`'s data file starts with its own header (read once per segment,
+    /// before the first record served through the table). A bad header makes lookups stop
+    /// trusting the table; a missing file is left to the record read (a miss).
+    fn data_header_sound(&self, lz: &Lazy, seg: u32) -> bool {
+        if let Some(&sound) = lz.headers.lock().get(&seg) {
+            return sound;
+        }
+        let mut header = [0u8; SEGMENT_HEADER_LEN];
+        let sound = match self.data_file(seg) {
+            Ok(file) => match file.read_exact_at(&mut header, 0) {
+                Ok(()) => decode_segment_header(SegmentFile::Data, &header) == Ok(seg),
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => false,
+                Err(_) => return true, // Not known: the record read will tell.
+            },
+            Err(_) => return true,
+        };
+        lz.headers.lock().insert(seg, sound);
+        if !sound {
+            self.break_lazy();
+        }
+        sound
     }
 
     /// Builds the full in-memory index from the index files, if this process still serves
@@ -509,6 +591,46 @@ mod tests {
         let disk = open(dir.path());
         assert!(disk.index_is_full());
         assert_eq!(get(&disk, 8), Some(value(8, 1)));
+    }
+
+    /// A data file whose header was destroyed: its records are not served through the table
+    /// before the full index has judged it and the repair ran (it rewrites the header, the
+    /// index file describing the data exactly).
+    #[test]
+    fn a_data_file_with_a_bad_header_is_not_served_through_the_table() {
+        let dir = populated();
+        let seg = match table::Table::open(dir.path())
+            .unwrap()
+            .unwrap()
+            .find(disk_hash_of(7))
+        {
+            Found::At(slot) => slot.seg,
+            other => panic!("{other:?}"),
+        };
+        let data = fs::OpenOptions::new()
+            .write(true)
+            .open(dir::data_path(dir.path(), seg))
+            .unwrap();
+        data.write_all_at(&[0xee; 8], 0).unwrap();
+        let disk = open(dir.path());
+        assert!(!disk.index_is_full());
+        assert_eq!(
+            get(&disk, 7),
+            None,
+            "served from a data file with a bad header"
+        );
+        assert!(
+            disk.index_is_full(),
+            "the bad header made it read the index files"
+        );
+        let in_seg = |i: u32| disk.index.read().get(disk_hash_of(i)).map(|l| l.seg) == Some(seg);
+        let neighbour = (0..1000)
+            .find(|&i| i != 7 && in_seg(i))
+            .expect("a key beside 7");
+        assert_eq!(get(&disk, neighbour), None, "served before the repair");
+        assert!(disk.build_full_index());
+        assert_eq!(get(&disk, neighbour), Some(value(neighbour, 1)));
+        assert_eq!(get(&disk, 7), Some(value(7, 1)), "repaired");
     }
 
     #[test]

@@ -39,7 +39,9 @@ impl DiskTier {
                 found = self.locate(hash);
             }
         }
-        self.lookup_at(key, hash, found)
+        let result = self.lookup_at(key, hash, found);
+        self.note_lookup();
+        result
     }
 
     /// Reads `key`'s record at `found`, where the index said it was.
@@ -331,6 +333,7 @@ impl DiskTier {
     /// Streams the live entries to `sink`, newest segment first and in file order within a
     /// segment, with few large reads.
     pub(crate) fn preload_into(&self, sink: &mut PreloadSink<'_>) {
+        self.await_first_lookup();
         if !self.build_full_index() {
             return;
         }

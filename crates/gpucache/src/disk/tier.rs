@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::access::{self, DirAccess};
 use super::dir;
@@ -68,6 +68,13 @@ pub(crate) struct DiskTier {
     pub(super) lazy_broken: AtomicBool,
     /// What the last table read or written covers.
     pub(super) cover: Mutex<Cover>,
+    /// When this process opened the directory, and whether through the table: the preload
+    /// then waits a little for the first lookup (`super::lazy`).
+    pub(super) opened_at: Instant,
+    pub(super) opened_lazily: AtomicBool,
+    /// A lookup has finished (the flag is the fast path of the mutex).
+    pub(super) looked_up: AtomicBool,
+    pub(super) first_lookup: (Mutex<bool>, Condvar),
     /// Serializes refreshes; holds when the last one ran.
     pub(super) refresh_gate: Mutex<Instant>,
     /// Data files open for reading, by segment.
@@ -108,6 +115,10 @@ impl DiskTier {
             lazy: RwLock::new(None),
             lazy_broken: AtomicBool::new(false),
             cover: Mutex::new(Cover::default()),
+            opened_at: Instant::now(),
+            opened_lazily: AtomicBool::new(false),
+            looked_up: AtomicBool::new(false),
+            first_lookup: (Mutex::new(false), Condvar::new()),
             refresh_gate: Mutex::new(Instant::now()),
             read_files: Mutex::new(HashMap::new()),
             counters: DiskCounters::default(),
