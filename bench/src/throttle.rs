@@ -45,6 +45,14 @@ impl Profile {
         bps: 50_000_000,
     };
 
+    /// The profiles a `--storage` list names, `none` naming none.
+    pub fn parse_list(list: &[String]) -> Result<Vec<Profile>> {
+        list.iter()
+            .filter(|s| s.as_str() != "none")
+            .map(|s| Profile::parse(s))
+            .collect()
+    }
+
     /// `emmc`, `ssd`, `hdd`, or `IOPS:BYTES_PER_SECOND` (a custom profile).
     pub fn parse(s: &str) -> Result<Profile> {
         match s {

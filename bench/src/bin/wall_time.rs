@@ -46,12 +46,7 @@ struct Args {
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let cases = parse_cases(&args.cases)?;
-    let profiles = args
-        .storage
-        .iter()
-        .filter(|s| s.as_str() != "none")
-        .map(|s| Profile::parse(s))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let profiles = Profile::parse_list(&args.storage)?;
     let settings = Settings {
         gl_run: sibling_gl_run()?,
         workload: Workload {

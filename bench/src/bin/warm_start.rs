@@ -51,12 +51,7 @@ fn main() -> anyhow::Result<()> {
     let dir = args
         .dir
         .unwrap_or_else(|| corpus::workspace_root().join(".cache/warm-start"));
-    let profiles = args
-        .storage
-        .iter()
-        .filter(|s| s.as_str() != "none")
-        .map(|s| Profile::parse(s))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let profiles = Profile::parse_list(&args.storage)?;
     for variants in args.variants {
         let settings = Settings {
             gl_run: gl_run.clone(),

@@ -343,12 +343,7 @@ pub fn run(settings: &Settings, scratch: &Path) -> anyhow::Result<()> {
     let engines = engines(settings);
     let mut stores: Vec<&str> = engines.iter().map(|e| store_of(e)).collect();
     stores.dedup();
-    let profiles = settings
-        .storage
-        .iter()
-        .filter(|s| s.as_str() != "none")
-        .map(|s| Profile::parse(s))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let profiles = Profile::parse_list(&settings.storage)?;
     std::fs::create_dir_all(&root)?;
     // A fresh group per cold probe (below): reads a probe left queued in a group (its
     // background threads' when it exited) would delay the next probe's first reads.

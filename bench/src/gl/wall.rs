@@ -16,8 +16,8 @@ use anyhow::{Context as _, Result};
 
 use super::cases::{run, Case, Run};
 use super::pagecache;
-use super::throttle::{Profile, Throttle};
-use super::warm_start::{slow_run, Settings};
+use super::throttle::Profile;
+use super::warm_start::{slow_run, throttle_or_note, Settings};
 use crate::disk::measure::{median, ms};
 
 /// A measuring condition.
@@ -77,18 +77,7 @@ pub fn measure(settings: &Settings, cases: &[Case]) -> Result<Paired> {
         case.check_folders(&home)?;
         log(&format!("populated {}", case.label()));
     }
-    let (throttle, profiles_skipped) = if settings.profiles.is_empty() {
-        (None, None)
-    } else {
-        match Throttle::create(&settings.dir) {
-            Ok(t) => (Some(t), None),
-            Err(e) => {
-                let note = format!("storage profiles skipped: no block-I/O throttle ({e:#})");
-                println!("Note: {note}\n");
-                (None, Some(note))
-            }
-        }
-    };
+    let (throttle, profiles_skipped) = throttle_or_note(settings);
     // Cold before hot: a case's cold run reads its files back into the page cache, so its
     // hot run in the same round finds them there.
     let mut conditions = vec![Condition::Cold, Condition::Hot];

@@ -108,18 +108,7 @@ pub fn measure(settings: &Settings) -> Result<Results> {
         }
         runs.slow = vec![Vec::new(); settings.profiles.len()];
     }
-    let (throttle, profiles_skipped) = if settings.profiles.is_empty() {
-        (None, None)
-    } else {
-        match Throttle::create(&settings.dir) {
-            Ok(t) => (Some(t), None),
-            Err(e) => {
-                let note = format!("storage profiles skipped: no block-I/O throttle ({e:#})");
-                println!("Note: {note}\n");
-                (None, Some(note))
-            }
-        }
-    };
+    let (throttle, profiles_skipped) = throttle_or_note(settings);
     let profiles = if throttle.is_some() {
         settings.profiles.clone()
     } else {
@@ -175,6 +164,22 @@ pub fn measure(settings: &Settings) -> Result<Results> {
         profiles,
         profiles_skipped,
     })
+}
+
+/// The block-I/O throttle for `settings.profiles` (none without profiles), or why there is
+/// none, printed as a note: the profiles are then skipped.
+pub(super) fn throttle_or_note(settings: &Settings) -> (Option<Throttle>, Option<String>) {
+    if settings.profiles.is_empty() {
+        return (None, None);
+    }
+    match Throttle::create(&settings.dir) {
+        Ok(t) => (Some(t), None),
+        Err(e) => {
+            let note = format!("storage profiles skipped: no block-I/O throttle ({e:#})");
+            println!("Note: {note}\n");
+            (None, Some(note))
+        }
+    }
 }
 
 /// The directory named `name` at `path` or up to `depth` levels below it (the drop-in's is

@@ -444,6 +444,20 @@ mod tests {
     use crate::tier::{Tier, WriteContext, WriteOp};
     use crate::Identity;
 
+    fn open(dir: &tempfile::TempDir, max_bytes: u64, segment_bytes: u64) -> DiskTier {
+        DiskTier::open(DiskConfig {
+            dir: dir.path().to_path_buf(),
+            identity: Identity::default(),
+            max_bytes,
+            max_entries: u64::MAX,
+            segment_bytes,
+            access: crate::DirAccess::Private,
+            allow_foreign_owner: false,
+            table_min_entries: 0,
+        })
+        .unwrap()
+    }
+
     fn put(disk: &DiskTier, key: &[u8], value: &[u8]) {
         let (key, value) = (Bytes::copy_from_slice(key), Bytes::copy_from_slice(value));
         let ops = [WriteOp::Put {
@@ -459,17 +473,7 @@ mod tests {
     #[test]
     fn a_data_file_cut_under_the_preload_costs_only_the_cut_record() {
         let dir = tempfile::tempdir().unwrap();
-        let disk = DiskTier::open(DiskConfig {
-            dir: dir.path().to_path_buf(),
-            identity: Identity::default(),
-            max_bytes: 1 << 30,
-            max_entries: u64::MAX,
-            segment_bytes: 1 << 20,
-            access: crate::DirAccess::Private,
-            allow_foreign_owner: false,
-            table_min_entries: 0,
-        })
-        .unwrap();
+        let disk = open(&dir, 1 << 30, 1 << 20);
         for i in 0..100u32 {
             put(&disk, &i.to_le_bytes(), &[i as u8; 300]);
         }
@@ -498,17 +502,7 @@ mod tests {
     #[test]
     fn the_preload_reads_across_chunks_and_oversized_records() {
         let dir = tempfile::tempdir().unwrap();
-        let disk = DiskTier::open(DiskConfig {
-            dir: dir.path().to_path_buf(),
-            identity: Identity::default(),
-            max_bytes: 1 << 30,
-            max_entries: u64::MAX,
-            segment_bytes: 8 << 20,
-            access: crate::DirAccess::Private,
-            allow_foreign_owner: false,
-            table_min_entries: 0,
-        })
-        .unwrap();
+        let disk = open(&dir, 1 << 30, 8 << 20);
         let value = |i: u32| -> Vec<u8> {
             let len = if i == 7 {
                 700 << 10
@@ -538,17 +532,7 @@ mod tests {
     #[test]
     fn a_lookup_racing_a_compaction_finds_the_moved_record() {
         let dir = tempfile::tempdir().unwrap();
-        let disk = DiskTier::open(DiskConfig {
-            dir: dir.path().to_path_buf(),
-            identity: Identity::default(),
-            max_bytes: 1 << 20,
-            max_entries: u64::MAX,
-            segment_bytes: 4096,
-            access: crate::DirAccess::Private,
-            allow_foreign_owner: false,
-            table_min_entries: 0,
-        })
-        .unwrap();
+        let disk = open(&dir, 1 << 20, 4096);
         put(&disk, b"stable", &[1; 1000]);
         put(&disk, b"churn", &[2; 1000]);
         let hash = disk_hash(b"stable");
