@@ -175,6 +175,21 @@ impl Run {
     }
 }
 
+/// Runs the C app with `args`, plainly or under the drop-in.
+fn run_app<I: IntoIterator<Item = S>, S: AsRef<std::ffi::OsStr>>(
+    s: &Sandbox,
+    dropin: bool,
+    args: I,
+) -> Run {
+    let mut c = if dropin {
+        s.dropin(app())
+    } else {
+        s.plain(app())
+    };
+    c.args(args);
+    run(c)
+}
+
 fn run(mut c: Command) -> Run {
     Run::of(c.output().unwrap())
 }
@@ -225,21 +240,9 @@ fn assert_served(cold: &Run, warm: &Run) {
 fn a_c_program_linking_libegl_is_served_by_gpucache_with_the_same_pixels() {
     let s = Sandbox::new();
     let args = ["--programs", "6"];
-    let baseline = run({
-        let mut c = s.plain(app());
-        c.args(args);
-        c
-    });
-    let cold = run({
-        let mut c = s.dropin(app());
-        c.args(args);
-        c
-    });
-    let warm = run({
-        let mut c = s.dropin(app());
-        c.args(args);
-        c
-    });
+    let baseline = run_app(&s, false, args);
+    let cold = run_app(&s, true, args);
+    let warm = run_app(&s, true, args);
     assert_eq!(cold.installs(), 1, "{}", cold.stderr);
     assert_eq!(baseline.get("pixels"), cold.get("pixels"));
     assert_eq!(baseline.get("pixels"), warm.get("pixels"));
@@ -279,21 +282,9 @@ fn threads_two_displays_reinitialise_and_fork() {
         ("fork", &["--programs", "4", "--fork"]),
     ] {
         let s = Sandbox::new();
-        let baseline = run({
-            let mut c = s.plain(app());
-            c.args(args);
-            c
-        });
-        let cold = run({
-            let mut c = s.dropin(app());
-            c.args(args);
-            c
-        });
-        let warm = run({
-            let mut c = s.dropin(app());
-            c.args(args);
-            c
-        });
+        let baseline = run_app(&s, false, args);
+        let cold = run_app(&s, true, args);
+        let warm = run_app(&s, true, args);
         assert_eq!(baseline.get("pixels"), cold.get("pixels"), "{name}");
         assert_eq!(baseline.get("pixels"), warm.get("pixels"), "{name}");
         let installs = match name {
@@ -349,17 +340,9 @@ fn the_applications_own_blob_cache_takes_precedence() {
     // a second install is refused as without gpucache (the program checks both).
     let s = Sandbox::new();
     let args = ["--programs", "4", "--own-cache", "after"];
-    let plain = run({
-        let mut c = s.plain(app());
-        c.args(args);
-        c
-    });
+    let plain = run_app(&s, false, args);
     for _ in 0..2 {
-        let with = run({
-            let mut c = s.dropin(app());
-            c.args(args);
-            c
-        });
+        let with = run_app(&s, true, args);
         assert_eq!(plain.get("pixels"), with.get("pixels"));
         assert!(with.num("own_sets") > 0, "{:?}", with.values);
         assert!(with.num("own_gets") > 0, "{:?}", with.values);
@@ -375,16 +358,8 @@ fn the_applications_own_blob_cache_takes_precedence() {
     // application sees what it sees without gpucache.
     let s = Sandbox::new();
     let args = ["--programs", "4", "--own-cache", "before"];
-    let plain = run({
-        let mut c = s.plain(app());
-        c.args(args);
-        c
-    });
-    let with = run({
-        let mut c = s.dropin(app());
-        c.args(args);
-        c
-    });
+    let plain = run_app(&s, false, args);
+    let with = run_app(&s, true, args);
     assert_eq!(plain.get("pixels"), with.get("pixels"));
     assert_eq!(with.installs(), 0, "{}", with.stderr);
     for k in ["own_sets", "own_gets"] {
@@ -397,11 +372,7 @@ fn the_applications_own_blob_cache_takes_precedence() {
 fn stepping_aside_leaves_the_application_as_without_the_dropin() {
     let args = ["--programs", "3"];
     let s = Sandbox::new();
-    let baseline = run({
-        let mut c = s.plain(app());
-        c.args(args);
-        c
-    });
+    let baseline = run_app(&s, false, args);
     let expect_aside = |mut c: Command, why: &str| {
         c.args(args);
         let r = run(c);
@@ -457,11 +428,7 @@ fn stepping_aside_leaves_the_application_as_without_the_dropin() {
 #[test]
 fn a_killed_run_and_a_foreign_identity_leave_later_runs_correct() {
     let s = Sandbox::new();
-    let baseline = run({
-        let mut c = s.plain(app());
-        c.args(["--programs", "4"]);
-        c
-    });
+    let baseline = run_app(&s, false, ["--programs", "4"]);
     // Killed while compiling (SIGKILL: no exit handler runs).
     let mut child = s
         .dropin(app())
@@ -485,11 +452,7 @@ fn a_killed_run_and_a_foreign_identity_leave_later_runs_correct() {
     std::fs::write(foreign.join("meta"), b"not ours").unwrap();
 
     for _ in 0..2 {
-        let r = run({
-            let mut c = s.dropin(app());
-            c.args(["--programs", "4"]);
-            c
-        });
+        let r = run_app(&s, true, ["--programs", "4"]);
         assert_eq!(baseline.get("pixels"), r.get("pixels"));
         assert_eq!(r.installs(), 1);
     }
@@ -502,11 +465,7 @@ fn the_ld_preload_interposer_serves_a_program_linking_libegl() {
     // alone and the interposed eglCreateContext does the work.
     let s = Sandbox::new();
     let args = ["--programs", "4"];
-    let baseline = run({
-        let mut c = s.plain(app());
-        c.args(args);
-        c
-    });
+    let baseline = run_app(&s, false, args);
     let preloaded = || {
         let mut c = s.plain(app());
         c.env_remove("MESA_SHADER_CACHE_DISABLE")
@@ -595,11 +554,7 @@ fn found_through_glvnds_own_list_it_skips_itself_and_lists_devices_once() {
     // drop-in, and the surfaceless display is cached.
     let s = Sandbox::new();
     let args = ["--programs", "2", "--displays", "2"];
-    let baseline = run({
-        let mut c = s.plain(app());
-        c.args(args);
-        c
-    });
+    let baseline = run_app(&s, false, args);
     let both = || {
         let mut c = s.dropin(app());
         c.env_remove("GPUCACHE_DROPIN_VENDOR").env(
