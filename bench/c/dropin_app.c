@@ -4,6 +4,7 @@
  *
  * Usage: dropin_app [--programs N] [--threads T] [--displays 2] [--reinit] [--fork]
  *                   [--own-cache before|after] [--pause-ms MS] [--shader-dir DIR]
+ *                   [--platform surfaceless|device]
  * --threads T     T threads, each with its own context on the display, split the programs.
  * --displays 2    also a second display (the device platform), its own context and programs.
  * --reinit        eglTerminate, then initialise the display again and draw everything again.
@@ -14,6 +15,8 @@
  * --pause-ms MS   sleep after each program (the kill tests).
  * --shader-dir D  the fragment shaders are D's *.frag files (shadertoy bodies, mainImage) in
  *                 name order instead of generated ones.
+ * --platform P    the first display's platform: surfaceless (Mesa's, the default) or device
+ *                 (EGL_EXT_platform_device, the first device: drivers without surfaceless).
  * Output: "pixels <hash>", "programs <n>", with --displays 2 "devices <n>",
  * "env_mesa_shader_cache_dir <value or ->", "own_sets <n> own_gets <n> own_hits <n>",
  * "create_ms <ms> compile_draw_ms <ms> total_ms <ms>". Exit 0 on success. */
@@ -63,6 +66,7 @@
 GL_FUNCS(DECLARE)
 
 static int programs = 24, threads = 1, displays = 1, reinit = 0, do_fork = 0, pause_ms = 0;
+static int device_platform = 0;
 static const char *own_cache = NULL, *shader_dir = NULL;
 static char **dir_shaders;
 static int dir_count;
@@ -268,7 +272,7 @@ static void draw_programs(int first, int last) {
 
 static EGLDisplay open_display(int which) {
     EGLDisplay dpy = EGL_NO_DISPLAY;
-    if (which == 0) {
+    if (which == 0 && !device_platform) {
         PFNEGLGETPLATFORMDISPLAYEXTPROC get_platform_display =
             (PFNEGLGETPLATFORMDISPLAYEXTPROC)eglGetProcAddress("eglGetPlatformDisplayEXT");
         if (get_platform_display)
@@ -281,7 +285,7 @@ static EGLDisplay open_display(int which) {
         EGLDeviceEXT devices[8];
         EGLint n = 0;
         if (query_devices && get_platform_display && query_devices(8, devices, &n) && n > 0)
-            dpy = get_platform_display(EGL_PLATFORM_DEVICE_EXT, devices[n - 1], NULL);
+            dpy = get_platform_display(EGL_PLATFORM_DEVICE_EXT, devices[which ? n - 1 : 0], NULL);
         printf("devices %d\n", (int)n);
     }
     if (dpy == EGL_NO_DISPLAY)
@@ -289,10 +293,27 @@ static EGLDisplay open_display(int which) {
     return dpy;
 }
 
+/* Whether the display advertises EGL_ANDROID_blob_cache (a whole token of its extensions):
+ * calling the extension's function on a display without it is undefined (NVIDIA's EGL, which
+ * lacks it, crashes), so the application's own cache is installed only where it exists. */
+static int has_blob_cache(EGLDisplay dpy) {
+    const char *ext = eglQueryString(dpy, EGL_EXTENSIONS);
+    const char *name = "EGL_ANDROID_blob_cache";
+    size_t n = strlen(name);
+    for (const char *p = ext; p && (p = strstr(p, name)) != NULL; p += n)
+        if ((p == ext || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+            return 1;
+    return 0;
+}
+
 static EGLConfig init_display(EGLDisplay dpy) {
     EGLint major, minor, n = 0;
     if (!eglInitialize(dpy, &major, &minor))
         die("eglInitialize");
+    if (own_cache && !has_blob_cache(dpy)) {
+        printf("own_cache unsupported\n");
+        own_cache = NULL;
+    }
     if (own_cache && strcmp(own_cache, "before") == 0) {
         PFNEGLSETBLOBCACHEFUNCSANDROIDPROC set_funcs =
             (PFNEGLSETBLOBCACHEFUNCSANDROIDPROC)eglGetProcAddress("eglSetBlobCacheFuncsANDROID");
@@ -408,6 +429,8 @@ int main(int argc, char **argv) {
             pause_ms = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--shader-dir") && i + 1 < argc)
             shader_dir = argv[++i];
+        else if (!strcmp(argv[i], "--platform") && i + 1 < argc)
+            device_platform = !strcmp(argv[++i], "device");
         else {
             fprintf(stderr, "dropin_app: unknown argument %s\n", argv[i]);
             return 2;
