@@ -57,6 +57,7 @@ pub unsafe extern "C" fn gpucache_egl_mesa_context_cache(max_bytes: u64) -> i32 
         }
         create_private_dir(&dir)?;
         presize_index(&dir.join("mesa_shader_cache_db"))?;
+        private_db_files(&dir.join("mesa_shader_cache_db").join("part0"))?;
         let max = if max_bytes == 0 {
             DEFAULT_MAX_BYTES
         } else {
@@ -116,6 +117,51 @@ fn presize_index(db_dir: &Path) -> Result<(), Failure> {
     let file = options.open(&path).map_err(io)?;
     if file.metadata().map_err(io)?.len() == 0 {
         file.set_len(MESA_INDEX_SIZE).map_err(io)?;
+    }
+    Ok(())
+}
+
+/// Creates the one database part's folder and its two files (empty, as Mesa's own `open`
+/// with `O_CREAT` would leave them, and Mesa writes its headers into an empty file) private,
+/// 0700 and 0600: Mesa creates them 0755 and 0644 under the usual umask. Files of an older
+/// cache with other modes are made private.
+fn private_db_files(part: &Path) -> Result<(), Failure> {
+    create_private_dir(part)?;
+    for name in ["mesa_cache.db", "mesa_cache.idx"] {
+        let path = part.join(name);
+        let io = |e: std::io::Error| {
+            Failure::new(
+                GPUCACHE_ERROR_IO,
+                format!("creating {}: {e}", path.display()),
+            )
+        };
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(false);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+            options.mode(0o600);
+            let file = options.open(&path).map_err(io)?;
+            let mode = file.metadata().map_err(io)?.permissions().mode();
+            if mode & 0o077 != 0 {
+                file.set_permissions(std::fs::Permissions::from_mode(mode & 0o700))
+                    .map_err(io)?;
+            }
+        }
+        #[cfg(not(unix))]
+        options.open(&path).map_err(io)?;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(part)
+            .map_err(|e| Failure::new(GPUCACHE_ERROR_IO, format!("{}: {e}", part.display())))?
+            .permissions()
+            .mode();
+        if mode & 0o077 != 0 {
+            std::fs::set_permissions(part, std::fs::Permissions::from_mode(mode & 0o700))
+                .map_err(|e| Failure::new(GPUCACHE_ERROR_IO, format!("{}: {e}", part.display())))?;
+        }
     }
     Ok(())
 }

@@ -82,8 +82,28 @@ fn mesa_is_pointed_into_the_cache_directory_bounded_and_sparse() {
         0o700,
         "private like the cache's own folders"
     );
+    // Mesa's database part, made before Mesa makes it with its own modes (0755, 0644).
+    let part = mesa.join("mesa_shader_cache_db/part0");
+    assert_eq!(std::fs::metadata(&part).unwrap().mode() & 0o777, 0o700);
+    for name in ["mesa_cache.db", "mesa_cache.idx"] {
+        let file = std::fs::metadata(part.join(name)).unwrap();
+        assert_eq!(file.mode() & 0o777, 0o600, "{name}");
+        assert_eq!(file.len(), 0, "{name}: empty, as Mesa's O_CREAT leaves it");
+    }
+    // A cache an older version left with Mesa's modes is made private; contents are kept.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(part.join("mesa_cache.db"), b"mesa's bytes").unwrap();
+    std::fs::set_permissions(part.join("mesa_cache.db"), PermissionsExt::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(&part, PermissionsExt::from_mode(0o755)).unwrap();
     // Again (another process start): the index is kept as it is.
     assert_eq!(hybrid(0), GPUCACHE_OK);
+    assert_eq!(std::fs::metadata(&part).unwrap().mode() & 0o777, 0o700);
+    let db = std::fs::metadata(part.join("mesa_cache.db")).unwrap();
+    assert_eq!(db.mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::read(part.join("mesa_cache.db")).unwrap(),
+        b"mesa's bytes"
+    );
     assert_eq!(
         std::env::var("MESA_SHADER_CACHE_MAX_SIZE").unwrap(),
         "4096K"
