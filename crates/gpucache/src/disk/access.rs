@@ -74,6 +74,14 @@ pub(crate) fn create_file(path: &Path) -> io::Result<File> {
 /// private, loses group and other access (caches created before modes were set were 0755).
 /// Returns whether `dir` itself was created.
 pub(crate) fn create_dir_all(dir: &Path, access: DirAccess) -> io::Result<bool> {
+    if let Ok(m) = fs::metadata(dir) {
+        // The common case, with one `stat`: it exists.
+        if !m.is_dir() {
+            return Err(not_a_directory(dir));
+        }
+        narrow_private(dir, &m, access)?;
+        return Ok(false);
+    }
     let missing: Vec<PathBuf> = dir
         .ancestors()
         .take_while(|p| !p.as_os_str().is_empty() && fs::symlink_metadata(p).is_err())
@@ -97,20 +105,32 @@ pub(crate) fn create_dir_all(dir: &Path, access: DirAccess) -> io::Result<bool> 
             Err(e) => return Err(e),
         }
     }
-    if missing.is_empty() && access == DirAccess::Private {
+    if missing.is_empty() {
         if let Ok(m) = fs::metadata(dir) {
-            if m.is_dir() && m.uid() == euid() && m.mode() & 0o077 != 0 {
-                fs::set_permissions(dir, fs::Permissions::from_mode(m.mode() & 0o7700))?;
+            if m.is_dir() {
+                narrow_private(dir, &m, access)?;
             }
         }
     }
     if !dir.is_dir() {
-        return Err(io::Error::new(
-            ErrorKind::NotADirectory,
-            format!("{} is not a directory", dir.display()),
-        ));
+        return Err(not_a_directory(dir));
     }
     Ok(!missing.is_empty())
+}
+
+/// A private cache's own directory, if this process owns it, loses group and other access.
+fn narrow_private(dir: &Path, m: &fs::Metadata, access: DirAccess) -> io::Result<()> {
+    if access == DirAccess::Private && m.mode() & 0o077 != 0 && m.uid() == euid() {
+        fs::set_permissions(dir, fs::Permissions::from_mode(m.mode() & 0o7700))?;
+    }
+    Ok(())
+}
+
+fn not_a_directory(dir: &Path) -> io::Error {
+    io::Error::new(
+        ErrorKind::NotADirectory,
+        format!("{} is not a directory", dir.display()),
+    )
 }
 
 pub(crate) fn euid() -> u32 {
