@@ -31,7 +31,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use crate::disk::{check_owner, identity_subdir, DirAccess, DiskConfig, DiskTier};
+use crate::disk::{
+    check_owner, check_owner_stat, identity_subdir, DirAccess, DiskConfig, DiskTier,
+};
 use crate::hash::KeyHasher;
 use crate::identity::MAX_IDENTITY_LEN;
 use crate::metrics::Counter;
@@ -270,16 +272,17 @@ impl CacheBuilder {
                 "max_disk_bytes must be at least 4096".into(),
             ));
         }
+        // The cache directory's `stat` for the owner check also serves the disk tier's open.
+        let mut dir_stat = None;
         if let (Some(root), Some(dir), false) = (
             &self.dir,
             self.resolved_directory(),
             self.allow_foreign_owner,
         ) {
-            if *root == dir {
+            if *root != dir {
                 check_owner(&[root])?;
-            } else {
-                check_owner(&[root, &dir])?;
             }
+            dir_stat = check_owner_stat(&dir)?;
         }
         let memory = Arc::new(self.memory.clone().build()?);
         let has_lower = self.dir.is_some() || !self.tiers.is_empty();
@@ -306,7 +309,11 @@ impl CacheBuilder {
         };
         let mut tiers: Vec<Arc<dyn Tier>> = Vec::new();
         if let Some(dir) = self.resolved_directory() {
-            match DiskTier::open(self.disk_config(dir)) {
+            let cfg = DiskConfig {
+                dir_stat,
+                ..self.disk_config(dir)
+            };
+            match DiskTier::open(cfg) {
                 Ok(disk) => {
                     let disk = Arc::new(disk);
                     cache.max_entry_len = disk.max_entry_len();
@@ -338,6 +345,7 @@ impl CacheBuilder {
             access: self.dir_access,
             allow_foreign_owner: self.allow_foreign_owner,
             table_min_entries: self.open_table_min_entries,
+            dir_stat: None,
         }
     }
 }

@@ -74,7 +74,16 @@ pub(crate) fn create_file(path: &Path) -> io::Result<File> {
 /// private, loses group and other access (caches created before modes were set were 0755).
 /// Returns whether `dir` itself was created.
 pub(crate) fn create_dir_all(dir: &Path, access: DirAccess) -> io::Result<bool> {
-    if let Ok(m) = fs::metadata(dir) {
+    create_dir_all_known(dir, access, None)
+}
+
+/// [`create_dir_all`] given what a `stat` of `dir` found a moment ago, if one was made.
+pub(crate) fn create_dir_all_known(
+    dir: &Path,
+    access: DirAccess,
+    known: Option<fs::Metadata>,
+) -> io::Result<bool> {
+    if let Some(m) = known.or_else(|| fs::metadata(dir).ok()) {
         // The common case, with one `stat`: it exists.
         if !m.is_dir() {
             return Err(not_a_directory(dir));
@@ -158,6 +167,19 @@ pub(crate) fn check_owner(dirs: &[&Path]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// [`check_owner`] of one directory, returning what its `stat` found (`None`: missing).
+pub(crate) fn check_owner_stat(dir: &Path) -> Result<Option<fs::Metadata>> {
+    match fs::metadata(dir) {
+        Ok(m) if !trusted_owner(m.uid()) => Err(Error::ForeignOwner {
+            path: dir.to_path_buf(),
+            owner: m.uid(),
+            euid: euid(),
+        }),
+        Ok(m) => Ok(Some(m)),
+        Err(_) => Ok(None),
+    }
 }
 
 /// The owner check for a directory in use: an error when `dir` now belongs to an untrusted

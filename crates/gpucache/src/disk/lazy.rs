@@ -133,7 +133,7 @@ impl DiskTier {
             if s.id == covered_max && !last_entry_matches(&file, s)? {
                 return Ok(None); // Cut (a power cut) and appended to again since.
             }
-            *self.opened_index.lock() = Some((s.id, file));
+            *self.opened_index.lock() = Some((s.id, file, m));
             overlay.seed_segment(s.id, s.idx_len, s.data_end, s.idx_ino);
         }
         overlay.note_id(self.index.read().max_id());
@@ -468,6 +468,7 @@ mod tests {
             access: crate::DirAccess::Private,
             allow_foreign_owner: false,
             table_min_entries: 0,
+            dir_stat: None,
         })
         .unwrap()
     }

@@ -238,15 +238,18 @@ impl DiskTier {
     ) -> io::Result<()> {
         // The index file the open through the table checked, if this is it.
         let opened = self.opened_index.lock().take();
-        let file = match opened.filter(|(seg, _)| *seg == id) {
-            Some((_, file)) => file,
-            None => match File::open(dir::index_path(&self.cfg.dir, id)) {
-                Ok(f) => f,
-                Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
-                Err(e) => return Err(e),
-            },
+        let (file, meta) = match opened.filter(|(seg, ..)| *seg == id) {
+            Some((_, file, meta)) => (file, meta),
+            None => {
+                let file = match File::open(dir::index_path(&self.cfg.dir, id)) {
+                    Ok(f) => f,
+                    Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+                    Err(e) => return Err(e),
+                };
+                let meta = file.metadata()?;
+                (file, meta)
+            }
         };
-        let meta = file.metadata()?;
         let (len, ino) = (meta.len(), meta.ino());
         let known = target.read().segs().get(&id).copied();
         if known.is_some_and(|info| info.idx_ino != ino || info.idx_consumed > len) {
@@ -476,6 +479,7 @@ mod tests {
             access: crate::DirAccess::Private,
             allow_foreign_owner: false,
             table_min_entries: 0,
+            dir_stat: None,
         })
         .unwrap()
     }

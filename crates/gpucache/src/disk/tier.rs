@@ -39,6 +39,8 @@ pub(crate) struct DiskConfig {
     pub allow_foreign_owner: bool,
     /// Live entries from which writers keep the persisted hash table (`super::table`).
     pub table_min_entries: u64,
+    /// What a `stat` of `dir` found just before the open, if it was made (the owner check).
+    pub dir_stat: Option<std::fs::Metadata>,
 }
 
 /// What the write side keeps between batches (used by the write-behind thread only).
@@ -79,9 +81,9 @@ pub(crate) struct DiskTier {
     pub(super) refresh_gate: Mutex<Instant>,
     /// Data files open for reading, by segment.
     pub(super) read_files: Mutex<HashMap<u32, Arc<File>>>,
-    /// The newest segment's index file as an open through the table checked it, for the
-    /// refresh that follows (`super::lazy`): not opened twice.
-    pub(super) opened_index: Mutex<Option<(u32, File)>>,
+    /// The newest segment's index file as an open through the table checked it, and its
+    /// `fstat`, for the refresh that follows (`super::lazy`): not opened twice.
+    pub(super) opened_index: Mutex<Option<(u32, File, std::fs::Metadata)>>,
     pub(super) counters: DiskCounters,
     /// When a writer last looked for stale temporary files (`super::repair`).
     pub(super) last_sweep: Mutex<Option<Instant>>,
@@ -94,7 +96,7 @@ impl DiskTier {
     /// one describes the directory (the cost is then that of the index entries written
     /// after it), else from the index files (proportional to the number of entries).
     pub(crate) fn open(cfg: DiskConfig) -> io::Result<DiskTier> {
-        if let Err(e) = access::create_dir_all(&cfg.dir, cfg.access) {
+        if let Err(e) = access::create_dir_all_known(&cfg.dir, cfg.access, cfg.dir_stat.clone()) {
             if !cfg.dir.is_dir() {
                 return Err(e);
             }
@@ -156,7 +158,10 @@ impl DiskTier {
         }
         match disk.open_lazy(meta_ino) {
             // The listing the table was checked against serves the first refresh too.
-            Ok(Some(ids)) => disk.refresh_listed(ids)?,
+            Ok(Some(ids)) => {
+                disk.refresh_listed(ids)?;
+                *disk.opened_index.lock() = None;
+            }
             Ok(None) => disk.refresh()?,
             Err(e) => {
                 tracing::debug!(target: "gpucache", "not opening through the table: {e}");
