@@ -20,16 +20,20 @@
 mod bounded;
 mod pending;
 mod preload;
+mod start;
 mod stats;
 mod write_behind;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use crate::disk::{check_owner, identity_subdir, DirAccess, DiskConfig, DiskTier};
+use crate::disk::{
+    check_owner, check_owner_stat, identity_subdir, DirAccess, DiskConfig, DiskTier,
+};
 use crate::hash::KeyHasher;
 use crate::identity::MAX_IDENTITY_LEN;
 use crate::metrics::Counter;
@@ -268,12 +272,17 @@ impl CacheBuilder {
                 "max_disk_bytes must be at least 4096".into(),
             ));
         }
+        // The cache directory's `stat` for the owner check also serves the disk tier's open.
+        let mut dir_stat = None;
         if let (Some(root), Some(dir), false) = (
             &self.dir,
             self.resolved_directory(),
             self.allow_foreign_owner,
         ) {
-            check_owner(&[root, &dir])?;
+            if *root != dir {
+                check_owner(&[root])?;
+            }
+            dir_stat = check_owner_stat(&dir)?;
         }
         let memory = Arc::new(self.memory.clone().build()?);
         let has_lower = self.dir.is_some() || !self.tiers.is_empty();
@@ -295,11 +304,16 @@ impl CacheBuilder {
             preloaded: Arc::new(Counter::new()),
             pending: Arc::new(Pending::default()),
             pending_hits: Counter::new(),
+            looked_up: AtomicBool::new(false),
             disk_error: None,
         };
         let mut tiers: Vec<Arc<dyn Tier>> = Vec::new();
         if let Some(dir) = self.resolved_directory() {
-            match DiskTier::open(self.disk_config(dir)) {
+            let cfg = DiskConfig {
+                dir_stat,
+                ..self.disk_config(dir)
+            };
+            match DiskTier::open(cfg) {
                 Ok(disk) => {
                     let disk = Arc::new(disk);
                     cache.max_entry_len = disk.max_entry_len();
@@ -331,6 +345,7 @@ impl CacheBuilder {
             access: self.dir_access,
             allow_foreign_owner: self.allow_foreign_owner,
             table_min_entries: self.open_table_min_entries,
+            dir_stat: None,
         }
     }
 }
@@ -367,6 +382,8 @@ pub struct Cache {
     pending: Arc<Pending>,
     /// Lookups answered from a write not yet in the lower tiers.
     pending_hits: Counter,
+    /// A lookup has begun (the writer starts at the next one, if it has not yet).
+    looked_up: AtomicBool,
     disk_error: Option<String>,
 }
 
@@ -374,50 +391,6 @@ impl Cache {
     /// A builder with default settings.
     pub fn builder() -> CacheBuilder {
         CacheBuilder::new()
-    }
-
-    /// Starts the write-behind thread, the readers of slow tiers and the preload.
-    fn start(&mut self, tiers: Vec<Arc<dyn Tier>>, write_queue_bytes: u64, preload: bool) {
-        // A read-only disk gets a writer too: its stores fail there, counted and reported
-        // by `flush`, instead of vanishing unseen.
-        if !tiers.is_empty() {
-            let memory = Arc::clone(&self.memory);
-            let hot = Box::new(move |key: &[u8]| memory.contains(key));
-            let pending = Arc::clone(&self.pending);
-            match WriteBehind::spawn(tiers.clone(), hot, pending, write_queue_bytes) {
-                Ok(writer) => self.writer = Some(writer),
-                Err(e) => self.disk_error = Some(format!("no write-behind thread: {e}")),
-            }
-        }
-        for (i, tier) in tiers.iter().enumerate() {
-            let reader = tier.read_budget().and_then(|budget| {
-                let memory = Arc::clone(&self.memory);
-                let pending = Arc::clone(&self.pending);
-                let queue = self.writer.as_ref().map(|w| w.queue().clone());
-                let on_late = Box::new(move |key: &[u8], value: Bytes, since: u64| {
-                    install(&memory, &pending, queue.as_ref(), key, value, since, i);
-                });
-                BoundedReader::spawn(Arc::clone(tier), budget, on_late)
-                    .map_err(|e| tracing::warn!(target: "gpucache", "no reader thread: {e}"))
-                    .ok()
-            });
-            self.lower.push(Lower {
-                tier: Arc::clone(tier),
-                reader,
-            });
-        }
-        if preload && !tiers.is_empty() {
-            let queue = self.writer.as_ref().map(|w| w.queue().clone());
-            let memory = Arc::clone(&self.memory);
-            // Before any store: the preload must know every key written from now on.
-            self.pending.preload_started();
-            let preloaded = Arc::clone(&self.preloaded);
-            let pending = Arc::clone(&self.pending);
-            self.preload = Preload::spawn(memory, tiers, queue, preloaded, pending).ok();
-            if self.preload.is_none() {
-                self.pending.preload_finished();
-            }
-        }
     }
 
     /// The value for `key`: from memory, or from a lower tier and then kept in memory.
@@ -437,6 +410,7 @@ impl Cache {
     /// tiers, else from the lower tiers in order (a value found below is kept in memory and
     /// written to the tiers above its own, unless a write of the key came meanwhile).
     pub fn lookup(&self, key: &[u8]) -> Lookup {
+        self.start_after_first_lookup();
         match self.memory.lookup(key) {
             Lookup::Miss => {}
             found => return found,
@@ -567,8 +541,11 @@ impl Cache {
     /// A `pin`ned store stays recorded until [`Pending::unpin`].
     fn record_put(&self, key: &[u8], value: Bytes, pin: bool) -> (u64, bool) {
         let mut queued = false;
+        // Started before the pending lock is taken (a failed spawn starts the preload here,
+        // which takes that lock when it ends).
+        let writer = self.started_writer();
         let seq = self.pending.record(key, Some(value.clone()), pin, |seq| {
-            let Some(queue) = self.writer.as_ref().map(|w| w.queue()) else {
+            let Some(queue) = writer.map(|w| w.queue()) else {
                 return false;
             };
             let key = Bytes::copy_from_slice(key);
@@ -621,10 +598,9 @@ impl Cache {
     pub fn remove(&self, key: &[u8]) -> bool {
         if !self.lower.is_empty() {
             // Recorded first: from now on no lookup installs the value read from below.
+            let writer = self.started_writer();
             self.pending.record(key, None, false, |seq| {
-                self.writer
-                    .as_ref()
-                    .is_some_and(|w| w.queue().remove(Bytes::copy_from_slice(key), seq))
+                writer.is_some_and(|w| w.queue().remove(Bytes::copy_from_slice(key), seq))
             });
         }
         self.memory.remove(key)
@@ -645,6 +621,7 @@ impl Cache {
                 return other.map(|_| ());
             }
         };
+        writer.start();
         let reply = self.pending.clear(|| writer.start_clear());
         self.memory.clear();
         let result = reply.and_then(write_behind::wait);
@@ -704,6 +681,9 @@ impl Cache {
 
     /// Blocks until the start-up preload has finished.
     pub fn wait_for_preload(&self) {
+        if let Some(writer) = &self.writer {
+            writer.start();
+        }
         if let Some(preload) = &self.preload {
             preload.wait();
         }

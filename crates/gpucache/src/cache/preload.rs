@@ -26,48 +26,51 @@ const GIVE_UP_AFTER_FULL: u32 = 64;
 pub(crate) struct Preload {
     stop: Arc<AtomicBool>,
     done: Arc<(Mutex<bool>, Condvar)>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    /// Filled by [`Start::start`]; held while it spawns, so that [`Preload::stop`] either
+    /// finds the thread or keeps it from starting.
+    thread: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+/// What starts a prepared preload's thread ([`Preload::prepare`]). The cache's write-behind
+/// thread runs it as it begins, so that opening a cache spawns one thread, not two.
+pub(crate) struct Start {
+    memory: Arc<Store>,
+    tiers: Vec<Arc<dyn Tier>>,
+    preloaded: Arc<Counter>,
+    pending: Arc<Pending>,
+    stop: Arc<AtomicBool>,
+    done: Arc<(Mutex<bool>, Condvar)>,
+    thread: Arc<Mutex<Option<JoinHandle<()>>>>,
 }
 
 impl Preload {
-    /// Starts the thread; `pending` must already remember the keys written
-    /// ([`Pending::preload_started`]), and is told when the preload ends.
-    pub(crate) fn spawn(
+    /// A preload not started yet, and what starts it; `pending` must already remember the
+    /// keys written ([`Pending::preload_started`]), and is told when the preload ends (or
+    /// when it is stopped before it started).
+    pub(crate) fn prepare(
         memory: Arc<Store>,
         tiers: Vec<Arc<dyn Tier>>,
-        queue: Option<Queue>,
         preloaded: Arc<Counter>,
         pending: Arc<Pending>,
-    ) -> std::io::Result<Self> {
+    ) -> (Self, Start) {
         let stop = Arc::new(AtomicBool::new(false));
         let done = Arc::new((Mutex::new(false), Condvar::new()));
-        let thread = {
-            let (stop, done) = (Arc::clone(&stop), Arc::clone(&done));
-            std::thread::Builder::new()
-                .name("gpucache-preload".into())
-                .spawn(move || {
-                    for (i, tier) in tiers.iter().enumerate() {
-                        if stop.load(Ordering::Acquire) {
-                            break;
-                        }
-                        let promote = queue.as_ref().filter(|_| i > 0);
-                        let to = Sinks {
-                            memory: &memory,
-                            pending: &pending,
-                            promote,
-                        };
-                        preload_tier(&to, &**tier, i, &stop, &preloaded);
-                    }
-                    pending.preload_finished();
-                    *done.0.lock() = true;
-                    done.1.notify_all();
-                })?
+        let thread = Arc::new(Mutex::new(None));
+        let preload = Self {
+            stop: Arc::clone(&stop),
+            done: Arc::clone(&done),
+            thread: Arc::clone(&thread),
         };
-        Ok(Self {
+        let start = Start {
+            memory,
+            tiers,
+            preloaded,
+            pending,
             stop,
             done,
-            thread: Mutex::new(Some(thread)),
-        })
+            thread,
+        };
+        (preload, start)
     }
 
     /// Blocks until the preload has finished.
@@ -81,9 +84,68 @@ impl Preload {
     /// Stops the preload and joins its thread: once this returns, nothing more is put in
     /// memory by it (a clear must not be undone by entries read before it).
     pub(crate) fn stop(&self) {
+        // The flag before the lock: a `Start` that takes the lock after this sees it and
+        // spawns nothing; one holding it is waited for, and its thread joined.
         self.stop.store(true, Ordering::Release);
-        if let Some(thread) = self.thread.lock().take() {
+        let thread = self.thread.lock().take();
+        if let Some(thread) = thread {
             let _ = thread.join();
+        }
+    }
+}
+
+impl Start {
+    /// Spawns the preload thread (unless the preload was stopped first); `queue` takes what
+    /// tiers below the first promote to the tiers above.
+    pub(crate) fn start(self, queue: Option<Queue>) {
+        let Start {
+            memory,
+            tiers,
+            preloaded,
+            pending,
+            stop,
+            done,
+            thread: slot,
+        } = self;
+        let finish = {
+            let (pending, done) = (Arc::clone(&pending), Arc::clone(&done));
+            move || {
+                pending.preload_finished();
+                *done.0.lock() = true;
+                done.1.notify_all();
+            }
+        };
+        let mut slot = slot.lock();
+        if stop.load(Ordering::Acquire) {
+            finish();
+            return;
+        }
+        let spawned = std::thread::Builder::new()
+            .name("gpucache-preload".into())
+            .spawn({
+                let finish = finish.clone();
+                move || {
+                    for (i, tier) in tiers.iter().enumerate() {
+                        if stop.load(Ordering::Acquire) {
+                            break;
+                        }
+                        let promote = queue.as_ref().filter(|_| i > 0);
+                        let to = Sinks {
+                            memory: &memory,
+                            pending: &pending,
+                            promote,
+                        };
+                        preload_tier(&to, &**tier, i, &stop, &preloaded);
+                    }
+                    finish();
+                }
+            });
+        match spawned {
+            Ok(handle) => *slot = Some(handle),
+            Err(e) => {
+                tracing::warn!(target: "gpucache", "no preload thread: {e}");
+                finish();
+            }
         }
     }
 }

@@ -291,3 +291,90 @@ fn a_value_too_large_for_a_disk_segment_is_refused_and_the_old_one_kept() {
     cache.trim(MemoryPressure::Critical);
     assert_eq!(cache.get(b"k").as_deref(), Some(&b"old"[..]));
 }
+
+/// A directory of `n` entries that closes with a persisted table.
+fn with_table(n: u32) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = disk_cache(dir.path())
+        .open_table_min_entries(0)
+        .open()
+        .unwrap();
+    for i in 0..n {
+        cache.insert(&i.to_le_bytes(), vec![i as u8; 100]).unwrap();
+    }
+    drop(cache);
+    assert!(dir.path().join("seg-table.hix").exists());
+    dir
+}
+
+fn writer_started(cache: &Cache) -> bool {
+    cache.writer.as_ref().is_some_and(WriteBehind::is_started)
+}
+
+#[test]
+fn an_open_through_the_table_spawns_no_thread_before_the_second_lookup() {
+    let dir = with_table(50);
+    let cache = Cache::builder()
+        .directory(dir.path())
+        .open_table_min_entries(0)
+        .open()
+        .unwrap();
+    assert!(!writer_started(&cache));
+    assert_eq!(
+        cache.get(&7u32.to_le_bytes()).as_deref(),
+        Some(&[7u8; 100][..])
+    );
+    assert!(
+        !writer_started(&cache),
+        "the first lookup started the writer"
+    );
+    assert_eq!(
+        cache.get(&8u32.to_le_bytes()).as_deref(),
+        Some(&[8u8; 100][..])
+    );
+    assert!(writer_started(&cache));
+    // The preload, spawned by the writer, runs and ends.
+    cache.wait_for_preload();
+    assert!(cache.stats().preloaded > 0);
+}
+
+#[test]
+fn a_store_or_a_clear_starts_an_idle_writer() {
+    let dir = with_table(50);
+    let open = || {
+        Cache::builder()
+            .directory(dir.path())
+            .open_table_min_entries(0)
+            .open()
+            .unwrap()
+    };
+    let cache = open();
+    cache.insert(b"new", b"value".to_vec()).unwrap();
+    assert!(writer_started(&cache));
+    cache.flush().unwrap();
+    drop(cache);
+    let cache = open();
+    assert_eq!(cache.get(b"new").as_deref(), Some(&b"value"[..]));
+    cache.clear().unwrap();
+    assert!(writer_started(&cache));
+    cache.wait_for_preload();
+    drop(cache);
+    let cache = open();
+    assert_eq!(cache.get(b"new"), None);
+    assert_eq!(cache.get(&7u32.to_le_bytes()), None);
+}
+
+#[test]
+fn an_idle_writer_is_dropped_without_writing() {
+    let dir = with_table(50);
+    let table = std::fs::metadata(dir.path().join("seg-table.hix")).unwrap();
+    let cache = Cache::builder()
+        .directory(dir.path())
+        .open_table_min_entries(0)
+        .open()
+        .unwrap();
+    assert!(cache.get(&3u32.to_le_bytes()).is_some());
+    drop(cache);
+    let after = std::fs::metadata(dir.path().join("seg-table.hix")).unwrap();
+    assert_eq!(table.modified().unwrap(), after.modified().unwrap());
+}

@@ -9,7 +9,7 @@
 //! makes it durable and joins the thread.
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -57,6 +57,8 @@ enum Op {
 #[derive(Clone, Debug)]
 pub(crate) struct Queue {
     tx: Sender<Op>,
+    /// The writer thread, spawned by the first operation queued if not started before.
+    thread: Arc<Thread>,
     queued_bytes: Arc<AtomicU64>,
     queued_puts: Arc<PutCount>,
     max_queued_bytes: u64,
@@ -129,6 +131,7 @@ impl Queue {
     }
 
     fn enqueue(&self, op: Op, limit: u64) -> bool {
+        self.thread.start(self);
         let size = op_size(&op);
         let put = put_len(&op);
         let queued = self.queued_bytes.fetch_add(size, Ordering::AcqRel);
@@ -151,6 +154,7 @@ impl Queue {
 
     /// Sends a barrier; its answer comes on the receiver.
     fn send(&self, op: impl FnOnce(Reply) -> Op) -> io::Result<Receiver<io::Result<()>>> {
+        self.thread.start(self);
         let (reply_tx, reply_rx) = mpsc::sync_channel(1);
         self.tx
             .send(op(reply_tx))
@@ -166,48 +170,144 @@ pub(crate) fn wait(reply: Receiver<io::Result<()>>) -> io::Result<()> {
         .map_err(|_| io::Error::other("write-behind thread has stopped"))?
 }
 
+/// What the write-behind thread runs first ([`WriteBehind::new`]): given its queue, or
+/// `None` on the calling thread when the thread could not be spawned.
+pub(crate) type OnStart = Box<dyn FnOnce(Option<&Queue>) + Send>;
+
 /// The writer thread of one cache and its queue.
 #[derive(Debug)]
 pub(crate) struct WriteBehind {
     queue: Queue,
-    thread: Option<JoinHandle<()>>,
+}
+
+/// The writer thread: not spawned until [`WriteBehind::start`] or the first operation
+/// queued, so that a cache opened to serve lookups spawns nothing before its first one.
+struct Thread {
+    started: AtomicBool,
+    state: parking_lot::Mutex<ThreadState>,
+}
+
+enum ThreadState {
+    Idle {
+        worker: Worker,
+        rx: Receiver<Op>,
+        on_start: Option<OnStart>,
+    },
+    Running(JoinHandle<()>),
+    /// Could not be spawned (its receiver is gone: sends fail), or joined.
+    Gone,
+}
+
+impl std::fmt::Debug for Thread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Thread")
+            .field("started", &self.started.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl Thread {
+    /// Spawns the thread unless it was spawned before. It first runs `on_start` (with a
+    /// handle on the queue), then warms the tiers up, then serves the queue.
+    fn start(&self, queue: &Queue) {
+        if self.started.load(Ordering::Acquire) {
+            return;
+        }
+        let mut state = self.state.lock();
+        if !matches!(*state, ThreadState::Idle { .. }) {
+            return;
+        }
+        let ThreadState::Idle {
+            worker,
+            rx,
+            on_start,
+        } = std::mem::replace(&mut *state, ThreadState::Gone)
+        else {
+            return;
+        };
+        // Handed over through a slot, so that a failed spawn can still run it here.
+        let slot = Arc::new(parking_lot::Mutex::new(on_start));
+        let spawned = {
+            let (slot, queue) = (Arc::clone(&slot), queue.clone());
+            std::thread::Builder::new()
+                .name("gpucache-writer".into())
+                .spawn(move || {
+                    let on_start = slot.lock().take();
+                    if let Some(on_start) = on_start {
+                        on_start(Some(&queue));
+                    }
+                    drop(queue);
+                    worker.run(rx);
+                })
+        };
+        match spawned {
+            Ok(handle) => *state = ThreadState::Running(handle),
+            Err(e) => {
+                tracing::warn!(target: "gpucache", "no write-behind thread: {e}");
+                let on_start = slot.lock().take();
+                if let Some(on_start) = on_start {
+                    on_start(None);
+                }
+            }
+        }
+        self.started.store(true, Ordering::Release);
+    }
 }
 
 impl WriteBehind {
-    /// Starts the thread that writes to `tiers`, in their order.
-    pub(crate) fn spawn(
+    /// The queue of a thread that writes to `tiers`, in their order; the thread is spawned
+    /// by [`Self::start`] or by the first operation queued. It first runs `on_start`.
+    pub(crate) fn new(
         tiers: Vec<Arc<dyn Tier>>,
         hot: HotFn,
         pending: Arc<Pending>,
         max_queued_bytes: u64,
-    ) -> io::Result<Self> {
+        on_start: Option<OnStart>,
+    ) -> Self {
         let (tx, rx) = mpsc::channel();
-        let queue = Queue {
-            tx,
-            queued_bytes: Arc::new(AtomicU64::new(0)),
-            queued_puts: Arc::new(PutCount::default()),
-            max_queued_bytes,
-            dropped: Arc::new(Counter::new()),
-            tiers: tiers.len(),
-        };
+        let tier_count = tiers.len();
+        let queued_bytes = Arc::new(AtomicU64::new(0));
+        let queued_puts = Arc::new(PutCount::default());
         let worker = Worker {
             tiers,
             hot,
             pending,
-            queued_bytes: Arc::clone(&queue.queued_bytes),
-            queued_puts: Arc::clone(&queue.queued_puts),
+            queued_bytes: Arc::clone(&queued_bytes),
+            queued_puts: Arc::clone(&queued_puts),
         };
-        let thread = std::thread::Builder::new()
-            .name("gpucache-writer".into())
-            .spawn(move || worker.run(rx))?;
-        Ok(Self {
-            queue,
-            thread: Some(thread),
-        })
+        let thread = Arc::new(Thread {
+            started: AtomicBool::new(false),
+            state: parking_lot::Mutex::new(ThreadState::Idle {
+                worker,
+                rx,
+                on_start,
+            }),
+        });
+        let queue = Queue {
+            tx,
+            thread,
+            queued_bytes,
+            queued_puts,
+            max_queued_bytes,
+            dropped: Arc::new(Counter::new()),
+            tiers: tier_count,
+        };
+        Self { queue }
+    }
+
+    /// Spawns the thread if nothing has yet.
+    pub(crate) fn start(&self) {
+        self.queue.thread.start(&self.queue);
     }
 
     pub(crate) fn queue(&self) -> &Queue {
         &self.queue
+    }
+
+    /// Whether the thread was spawned (or its spawn tried).
+    #[cfg(test)]
+    pub(crate) fn is_started(&self) -> bool {
+        self.queue.thread.started.load(Ordering::Acquire)
     }
 
     /// Writes everything queued so far to every tier and makes it durable; the first
@@ -230,9 +330,12 @@ impl WriteBehind {
 
 impl Drop for WriteBehind {
     fn drop(&mut self) {
-        // Other queue handles (a reader thread's) may outlive this: close explicitly.
+        // Other queue handles (a reader thread's) may outlive this: close explicitly. A
+        // thread never spawned was never sent anything (every send spawns it): nothing to
+        // write or make durable.
         let _ = self.queue.tx.send(Op::Close);
-        if let Some(thread) = self.thread.take() {
+        let state = std::mem::replace(&mut *self.queue.thread.state.lock(), ThreadState::Gone);
+        if let ThreadState::Running(thread) = state {
             let _ = thread.join();
         }
     }

@@ -74,6 +74,23 @@ pub(crate) fn create_file(path: &Path) -> io::Result<File> {
 /// private, loses group and other access (caches created before modes were set were 0755).
 /// Returns whether `dir` itself was created.
 pub(crate) fn create_dir_all(dir: &Path, access: DirAccess) -> io::Result<bool> {
+    create_dir_all_known(dir, access, None)
+}
+
+/// [`create_dir_all`] given what a `stat` of `dir` found a moment ago, if one was made.
+pub(crate) fn create_dir_all_known(
+    dir: &Path,
+    access: DirAccess,
+    known: Option<fs::Metadata>,
+) -> io::Result<bool> {
+    if let Some(m) = known.or_else(|| fs::metadata(dir).ok()) {
+        // The common case, with one `stat`: it exists.
+        if !m.is_dir() {
+            return Err(not_a_directory(dir));
+        }
+        narrow_private(dir, &m, access)?;
+        return Ok(false);
+    }
     let missing: Vec<PathBuf> = dir
         .ancestors()
         .take_while(|p| !p.as_os_str().is_empty() && fs::symlink_metadata(p).is_err())
@@ -97,20 +114,32 @@ pub(crate) fn create_dir_all(dir: &Path, access: DirAccess) -> io::Result<bool> 
             Err(e) => return Err(e),
         }
     }
-    if missing.is_empty() && access == DirAccess::Private {
+    if missing.is_empty() {
         if let Ok(m) = fs::metadata(dir) {
-            if m.is_dir() && m.uid() == euid() && m.mode() & 0o077 != 0 {
-                fs::set_permissions(dir, fs::Permissions::from_mode(m.mode() & 0o7700))?;
+            if m.is_dir() {
+                narrow_private(dir, &m, access)?;
             }
         }
     }
     if !dir.is_dir() {
-        return Err(io::Error::new(
-            ErrorKind::NotADirectory,
-            format!("{} is not a directory", dir.display()),
-        ));
+        return Err(not_a_directory(dir));
     }
     Ok(!missing.is_empty())
+}
+
+/// A private cache's own directory, if this process owns it, loses group and other access.
+fn narrow_private(dir: &Path, m: &fs::Metadata, access: DirAccess) -> io::Result<()> {
+    if access == DirAccess::Private && m.mode() & 0o077 != 0 && m.uid() == euid() {
+        fs::set_permissions(dir, fs::Permissions::from_mode(m.mode() & 0o7700))?;
+    }
+    Ok(())
+}
+
+fn not_a_directory(dir: &Path) -> io::Error {
+    io::Error::new(
+        ErrorKind::NotADirectory,
+        format!("{} is not a directory", dir.display()),
+    )
 }
 
 pub(crate) fn euid() -> u32 {
@@ -138,6 +167,19 @@ pub(crate) fn check_owner(dirs: &[&Path]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// [`check_owner`] of one directory, returning what its `stat` found (`None`: missing).
+pub(crate) fn check_owner_stat(dir: &Path) -> Result<Option<fs::Metadata>> {
+    match fs::metadata(dir) {
+        Ok(m) if !trusted_owner(m.uid()) => Err(Error::ForeignOwner {
+            path: dir.to_path_buf(),
+            owner: m.uid(),
+            euid: euid(),
+        }),
+        Ok(m) => Ok(Some(m)),
+        Err(_) => Ok(None),
+    }
 }
 
 /// The owner check for a directory in use: an error when `dir` now belongs to an untrusted

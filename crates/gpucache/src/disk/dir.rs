@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use super::access;
 use super::format;
+use crate::identity::MAX_IDENTITY_LEN;
 use crate::Identity;
 
 pub(crate) const META_FILE: &str = "meta";
@@ -145,6 +146,34 @@ pub(crate) fn read_meta(dir: &Path) -> io::Result<Option<Identity>> {
     }
 }
 
+/// Reads the meta file with one open, `fstat` and read (`fs::read` makes two reads and a
+/// second `fstat` is needed for the inode): its identity (`None` if it is unreadable as a
+/// meta file) and its inode; `Ok(None)` if it is missing. The file is replaced by rename,
+/// never written in place, so the inode names these bytes.
+pub(crate) fn read_meta_ino(dir: &Path) -> io::Result<Option<(Option<Identity>, u64)>> {
+    let mut file = match File::open(dir.join(META_FILE)) {
+        Ok(f) => f,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let m = file.metadata()?;
+    // A meta file is at most its header, the identity and the CRC.
+    let want = usize::try_from(m.len())
+        .map_or(usize::MAX, |n| n)
+        .min(MAX_IDENTITY_LEN + 64);
+    let mut bytes = vec![0u8; want];
+    let mut len = 0;
+    while len < want {
+        match io::Read::read(&mut file, &mut bytes[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Some((format::decode_meta(&bytes[..len]).ok(), m.ino())))
+}
+
 /// Writes the meta file atomically: temporary file, fsync, rename, fsync of the directory.
 pub(crate) fn write_meta(dir: &Path, meta: &Identity) -> io::Result<()> {
     let tmp = dir.join(format!("{META_FILE}.tmp.{}", std::process::id()));
@@ -180,6 +209,21 @@ pub(crate) fn remove_if_present(path: &Path) -> io::Result<()> {
         Err(e) if e.kind() != ErrorKind::NotFound => Err(e),
         _ => Ok(()),
     }
+}
+
+/// Whether the lock file exists and this process may read and write it (its effective ids,
+/// on a file system mounted for writing): one `faccessat2`. `false` also when that cannot be
+/// told (an older kernel emulated for a setuid process, a sandbox refusing the call): then
+/// [`open_lock`] decides.
+pub(crate) fn lock_writable(dir: &Path) -> bool {
+    use rustix::fs::{Access, AtFlags, CWD};
+    rustix::fs::accessat(
+        CWD,
+        dir.join(LOCK_FILE),
+        Access::READ_OK | Access::WRITE_OK,
+        AtFlags::EACCESS,
+    )
+    .is_ok()
 }
 
 /// Opens the lock file, creating it if the directory is writable. Returns the file and

@@ -79,24 +79,28 @@ impl DiskTier {
     /// At open: serves lookups through the directory's table if it is sound and describes
     /// this directory's files; whether it does. The caller then refreshes, which reads the
     /// index-file tails past the table's watermarks into the overlay.
-    pub(super) fn open_lazy(&self) -> io::Result<bool> {
+    pub(super) fn open_lazy(&self, meta_ino: Option<u64>) -> io::Result<Option<Vec<u32>>> {
         let Some(table) = Table::open(&self.cfg.dir)? else {
-            return Ok(false);
+            return Ok(None);
         };
         let h = &table.header;
         if let Some(last) = h.segs.last() {
             // Never reuse an id the table names, whether or not it is trusted.
             self.index.write().note_id(last.id);
         }
-        let meta = fs::metadata(self.cfg.dir.join(dir::META_FILE))?;
-        if meta.ino() != h.meta_ino {
-            return Ok(false);
+        // The inode of the meta file this process checked, if it read it; else as of now.
+        let meta_ino = match meta_ino {
+            Some(ino) => ino,
+            None => fs::metadata(self.cfg.dir.join(dir::META_FILE))?.ino(),
+        };
+        if meta_ino != h.meta_ino {
+            return Ok(None);
         }
         let ids = dir::list_segments(&self.cfg.dir)?;
         let covered_max = h.segs.last().map_or(0, |s| s.id);
         let in_table = |id: u32| h.segs.binary_search_by_key(&id, |s| s.id).is_ok();
         if ids.iter().any(|&id| id <= covered_max && !in_table(id)) {
-            return Ok(false); // A segment the table should know and does not.
+            return Ok(None); // A segment the table should know and does not.
         }
         let mut overlay = Index::default();
         for s in &h.segs {
@@ -110,22 +114,26 @@ impl DiskTier {
                 overlay.seed_segment(s.id, s.idx_len, s.data_end, s.idx_ino);
                 continue;
             }
-            let m = match fs::metadata(dir::index_path(&self.cfg.dir, s.id)) {
-                Ok(m) => m,
+            // Opened once: its length and identity, its last covered entry, and (kept for
+            // the refresh that follows the open) the entries written after the table.
+            let file = match File::open(dir::index_path(&self.cfg.dir, s.id)) {
+                Ok(f) => f,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(e),
             };
+            let m = file.metadata()?;
             let btime = birth_ns(&m);
             if m.ino() != s.idx_ino
                 || (btime != 0 && s.idx_btime != 0 && btime != s.idx_btime)
                 || m.len() < s.idx_len
                 || s.idx_len < SEGMENT_HEADER_LEN as u64
             {
-                return Ok(false); // Rebuilt, replaced or cut since.
+                return Ok(None); // Rebuilt, replaced or cut since.
             }
-            if s.id == covered_max && !last_entry_matches(&self.cfg.dir, s)? {
-                return Ok(false); // Cut (a power cut) and appended to again since.
+            if s.id == covered_max && !last_entry_matches(&file, s)? {
+                return Ok(None); // Cut (a power cut) and appended to again since.
             }
+            *self.opened_index.lock() = Some((s.id, file, m));
             overlay.seed_segment(s.id, s.idx_len, s.data_end, s.idx_ino);
         }
         overlay.note_id(self.index.read().max_id());
@@ -147,7 +155,13 @@ impl DiskTier {
             headers: Mutex::default(),
         });
         self.opened_lazily.store(true, Ordering::Release);
-        Ok(true)
+        Ok(Some(ids))
+    }
+
+    /// Whether this process opened the directory through the persisted table (its lookups
+    /// need no thread until the full index is wanted).
+    pub(crate) fn opened_through_table(&self) -> bool {
+        self.opened_lazily.load(Ordering::Acquire)
     }
 
     /// Notes that a lookup finished: a preload waiting for the first one may start.
@@ -414,14 +428,9 @@ fn last_entry_crc(file: &File, idx_len: u64) -> io::Result<u32> {
     Ok(crc32c::crc32c(&buf))
 }
 
-/// Whether segment `s`'s index file still holds the last entry the table covers.
-fn last_entry_matches(dir: &std::path::Path, s: &TableSeg) -> io::Result<bool> {
-    let file = match File::open(dir::index_path(dir, s.id)) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
-        Err(e) => return Err(e),
-    };
-    match last_entry_crc(&file, s.idx_len) {
+/// Whether segment `s`'s index file (`file`) still holds the last entry the table covers.
+fn last_entry_matches(file: &File, s: &TableSeg) -> io::Result<bool> {
+    match last_entry_crc(file, s.idx_len) {
         Ok(crc) => Ok(crc == s.last_entry_crc),
         Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(false),
         Err(e) => Err(e),
@@ -459,6 +468,7 @@ mod tests {
             access: crate::DirAccess::Private,
             allow_foreign_owner: false,
             table_min_entries: 0,
+            dir_stat: None,
         })
         .unwrap()
     }

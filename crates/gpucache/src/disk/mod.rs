@@ -28,9 +28,9 @@ mod table;
 mod tier;
 mod write;
 
-pub(crate) use access::check_owner;
 pub use access::DirAccess;
 pub use access::{access_report, AccessReport};
+pub(crate) use access::{check_owner, check_owner_stat};
 pub(crate) use dir::identity_subdir;
 pub use stats::DiskStats;
 pub use stream::MetadataStream;

@@ -175,9 +175,21 @@ impl DiskTier {
         self.refresh_with(true)
     }
 
+    /// [`Self::refresh`] from a listing of the segments just made (at open).
+    pub(crate) fn refresh_listed(&self, ids: Vec<u32>) -> io::Result<()> {
+        self.refresh_with_listing(false, Some(ids))
+    }
+
     fn refresh_with(&self, locked: bool) -> io::Result<()> {
+        self.refresh_with_listing(locked, None)
+    }
+
+    fn refresh_with_listing(&self, locked: bool, ids: Option<Vec<u32>>) -> io::Result<()> {
         let mut last = self.refresh_gate.lock();
-        self.refresh_into(&self.index, locked)?;
+        match ids {
+            Some(ids) => self.refresh_ids(&self.index, locked, ids)?,
+            None => self.refresh_into(&self.index, locked)?,
+        }
         *last = Instant::now();
         if self.lazy_broken() {
             drop(last);
@@ -193,6 +205,11 @@ impl DiskTier {
             Err(e) if e.kind() == ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(e),
         };
+        self.refresh_ids(target, locked, ids)
+    }
+
+    /// [`Self::refresh_into`] given the segments that have an index file.
+    fn refresh_ids(&self, target: &RwLock<Index>, locked: bool, ids: Vec<u32>) -> io::Result<()> {
         let known: Vec<u32> = target.read().segs().keys().copied().collect();
         for seg in known.into_iter().filter(|s| ids.binary_search(s).is_err()) {
             target.write().drop_segment(seg);
@@ -219,12 +236,20 @@ impl DiskTier {
         locked: bool,
         newest: bool,
     ) -> io::Result<()> {
-        let file = match File::open(dir::index_path(&self.cfg.dir, id)) {
-            Ok(f) => f,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e),
+        // The index file the open through the table checked, if this is it.
+        let opened = self.opened_index.lock().take();
+        let (file, meta) = match opened.filter(|(seg, ..)| *seg == id) {
+            Some((_, file, meta)) => (file, meta),
+            None => {
+                let file = match File::open(dir::index_path(&self.cfg.dir, id)) {
+                    Ok(f) => f,
+                    Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+                    Err(e) => return Err(e),
+                };
+                let meta = file.metadata()?;
+                (file, meta)
+            }
         };
-        let meta = file.metadata()?;
         let (len, ino) = (meta.len(), meta.ino());
         let known = target.read().segs().get(&id).copied();
         if known.is_some_and(|info| info.idx_ino != ino || info.idx_consumed > len) {
@@ -454,6 +479,7 @@ mod tests {
             access: crate::DirAccess::Private,
             allow_foreign_owner: false,
             table_min_entries: 0,
+            dir_stat: None,
         })
         .unwrap()
     }

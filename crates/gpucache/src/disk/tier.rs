@@ -39,6 +39,8 @@ pub(crate) struct DiskConfig {
     pub allow_foreign_owner: bool,
     /// Live entries from which writers keep the persisted hash table (`super::table`).
     pub table_min_entries: u64,
+    /// What a `stat` of `dir` found just before the open, if it was made (the owner check).
+    pub dir_stat: Option<std::fs::Metadata>,
 }
 
 /// What the write side keeps between batches (used by the write-behind thread only).
@@ -79,6 +81,9 @@ pub(crate) struct DiskTier {
     pub(super) refresh_gate: Mutex<Instant>,
     /// Data files open for reading, by segment.
     pub(super) read_files: Mutex<HashMap<u32, Arc<File>>>,
+    /// The newest segment's index file as an open through the table checked it, and its
+    /// `fstat`, for the refresh that follows (`super::lazy`): not opened twice.
+    pub(super) opened_index: Mutex<Option<(u32, File, std::fs::Metadata)>>,
     pub(super) counters: DiskCounters,
     /// When a writer last looked for stale temporary files (`super::repair`).
     pub(super) last_sweep: Mutex<Option<Instant>>,
@@ -91,22 +96,42 @@ impl DiskTier {
     /// one describes the directory (the cost is then that of the index entries written
     /// after it), else from the index files (proportional to the number of entries).
     pub(crate) fn open(cfg: DiskConfig) -> io::Result<DiskTier> {
-        if let Err(e) = access::create_dir_all(&cfg.dir, cfg.access) {
+        if let Err(e) = access::create_dir_all_known(&cfg.dir, cfg.access, cfg.dir_stat.clone()) {
             if !cfg.dir.is_dir() {
                 return Err(e);
             }
         }
-        let (lock, writable) = dir::open_lock(&cfg.dir)?;
-        if writable {
+        // A lock file this process may write needs no opening yet (one `faccessat`, where
+        // opening it is four calls): only a wipe below takes the lock at open.
+        let mut lock = None;
+        let writable = if dir::lock_writable(&cfg.dir) {
+            true
+        } else {
+            let (file, writable) = dir::open_lock(&cfg.dir)?;
+            lock = Some(file);
+            writable
+        };
+        // Read without the lock first: a meta file is replaced by rename, so it is read
+        // whole, and ours needs no writing. Its inode then vouches for the table (`lazy`).
+        let meta_ino = match dir::read_meta_ino(&cfg.dir)? {
+            Some((Some(identity), ino)) if identity == cfg.identity => Some(ino),
+            _ => None,
+        };
+        if meta_ino.is_none() {
+            if !writable {
+                return Err(io::Error::new(
+                    ErrorKind::PermissionDenied,
+                    "read-only cache directory holds another identity or format version",
+                ));
+            }
+            let lock = match lock {
+                Some(file) => file,
+                None => dir::open_lock(&cfg.dir)?.0,
+            };
             lock.lock()?;
             let result = ensure_identity(&cfg.dir, &cfg.identity);
             lock.unlock()?;
             result?;
-        } else if dir::read_meta(&cfg.dir)?.as_ref() != Some(&cfg.identity) {
-            return Err(io::Error::new(
-                ErrorKind::PermissionDenied,
-                "read-only cache directory holds another identity or format version",
-            ));
         }
         let disk = DiskTier {
             cfg,
@@ -121,6 +146,7 @@ impl DiskTier {
             first_lookup: (Mutex::new(false), Condvar::new()),
             refresh_gate: Mutex::new(Instant::now()),
             read_files: Mutex::new(HashMap::new()),
+            opened_index: Mutex::new(None),
             counters: DiskCounters::default(),
             last_sweep: Mutex::new(None),
             writer: Mutex::new(WriterState::default()),
@@ -130,10 +156,18 @@ impl DiskTier {
                 .set_error("cache directory is read-only: serving what is there, writing nothing");
             disk.counters.set_failing();
         }
-        if let Err(e) = disk.open_lazy() {
-            tracing::debug!(target: "gpucache", "not opening through the table: {e}");
+        match disk.open_lazy(meta_ino) {
+            // The listing the table was checked against serves the first refresh too.
+            Ok(Some(ids)) => {
+                disk.refresh_listed(ids)?;
+                *disk.opened_index.lock() = None;
+            }
+            Ok(None) => disk.refresh()?,
+            Err(e) => {
+                tracing::debug!(target: "gpucache", "not opening through the table: {e}");
+                disk.refresh()?;
+            }
         }
-        disk.refresh()?;
         if writable && disk.index.read().has_suspects() {
             // Damage found while loading: repaired under the lock before anything is served,
             // so that its intact records are. A failure is counted and the damage ignored.
