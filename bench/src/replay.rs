@@ -3,8 +3,10 @@
 //! moka (W-TinyLFU) and quick_cache (S3-FIFO-like with a ghost queue), each bounded the same
 //! way (entries, or bytes for a sized trace) and each as one unsharded cache.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
-use gpucache::{PolicyKind, StoreBuilder};
+use gpucache::{PolicyKind, StoreBuilder, Xxh3KeyHasher};
 
 use crate::traces::{charge, Trace};
 
@@ -61,10 +63,17 @@ static ZEROS: [u8; (1 << 20) + 1] = [0; (1 << 20) + 1];
 /// Replays `trace` through `contender`.
 pub fn replay(trace: &Trace, contender: Contender) -> Hits {
     match contender {
-        Contender::Gpucache(kind) => replay_gpucache(trace, kind),
+        Contender::Gpucache(kind) => replay_gpucache(trace, kind, None),
         Contender::Moka => replay_moka(trace),
         Contender::QuickCache => replay_quick_cache(trace),
     }
+}
+
+/// Replays `trace` through gpucache's store with `kind`, its key hasher seeded with `seed`:
+/// the same hits on every run and machine (the store's default seed is random, and with it
+/// the hits move by a few tenths of a percent from run to run).
+pub fn replay_seeded(trace: &Trace, kind: PolicyKind, seed: u64) -> Hits {
+    replay_gpucache(trace, kind, Some(seed))
 }
 
 /// The value size of request `i` (1 for a unit trace).
@@ -77,8 +86,12 @@ fn count(hits: &mut Hits, trace: &Trace, i: usize) {
     hits.bytes += size_at(trace, i);
 }
 
-fn replay_gpucache(trace: &Trace, kind: PolicyKind) -> Hits {
+fn replay_gpucache(trace: &Trace, kind: PolicyKind, seed: Option<u64>) -> Hits {
     let builder = StoreBuilder::new().shards(1).policy(kind);
+    let builder = match seed {
+        Some(seed) => builder.hasher(Arc::new(Xxh3KeyHasher::with_seed(seed))),
+        None => builder,
+    };
     let builder = if trace.sized() {
         builder.max_bytes(trace.byte_budget())
     } else {
