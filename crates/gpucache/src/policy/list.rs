@@ -103,6 +103,22 @@ impl Queue {
         self.len += 1;
     }
 
+    /// Prepends `id` (it becomes the oldest), which must not be on any queue sharing `links`.
+    pub(crate) fn push_front(&mut self, links: &mut Links, id: EntryId) {
+        links.ensure(id);
+        links.nodes[id as usize] = Node {
+            prev: NIL,
+            next: self.head,
+        };
+        if self.head == NIL {
+            self.tail = id;
+        } else {
+            links.nodes[self.head as usize].prev = id;
+        }
+        self.head = id;
+        self.len += 1;
+    }
+
     /// Removes and returns the oldest id.
     pub(crate) fn pop_front(&mut self, links: &mut Links) -> Option<EntryId> {
         if self.head == NIL {
