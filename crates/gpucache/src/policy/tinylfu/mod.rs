@@ -276,6 +276,10 @@ impl TinyLfu {
             return false;
         };
         let (cm, vm) = (self.meta[c as usize], self.meta[v as usize]);
+        if cm.weight <= vm.weight {
+            // Not dominated whatever the counts: spare the estimates (unit weights end here).
+            return false;
+        }
         let fv = self.sketch.estimate(vm.key_hash)
             + u64::from(self.pending[v as usize].load(Ordering::Relaxed));
         dominated(cm.weight, self.sketch.estimate(cm.key_hash), vm.weight, fv)
