@@ -223,4 +223,19 @@ mod tests {
         assert_eq!(a.pop_front(&mut links), Some(3));
         assert_eq!(a.pop_front(&mut links), None);
     }
+
+    #[test]
+    fn push_front_prepends() {
+        let mut links = Links::default();
+        let mut a = Queue::default();
+        a.push_front(&mut links, 5);
+        a.push_back(&mut links, 6);
+        a.push_front(&mut links, 7);
+        assert_eq!(a.to_vec(&links), vec![7, 5, 6]);
+        a.validate(&links, &mut std::collections::HashSet::new());
+        a.unlink(&mut links, 6);
+        assert_eq!(a.pop_front(&mut links), Some(7));
+        assert_eq!(a.to_vec(&links), vec![5]);
+        a.validate(&links, &mut std::collections::HashSet::new());
+    }
 }
