@@ -103,6 +103,22 @@ impl Queue {
         self.len += 1;
     }
 
+    /// Prepends `id` (it becomes the oldest), which must not be on any queue sharing `links`.
+    pub(crate) fn push_front(&mut self, links: &mut Links, id: EntryId) {
+        links.ensure(id);
+        links.nodes[id as usize] = Node {
+            prev: NIL,
+            next: self.head,
+        };
+        if self.head == NIL {
+            self.tail = id;
+        } else {
+            links.nodes[self.head as usize].prev = id;
+        }
+        self.head = id;
+        self.len += 1;
+    }
+
     /// Removes and returns the oldest id.
     pub(crate) fn pop_front(&mut self, links: &mut Links) -> Option<EntryId> {
         if self.head == NIL {
@@ -206,5 +222,20 @@ mod tests {
         assert_eq!(a.pop_front(&mut links), Some(1));
         assert_eq!(a.pop_front(&mut links), Some(3));
         assert_eq!(a.pop_front(&mut links), None);
+    }
+
+    #[test]
+    fn push_front_prepends() {
+        let mut links = Links::default();
+        let mut a = Queue::default();
+        a.push_front(&mut links, 5);
+        a.push_back(&mut links, 6);
+        a.push_front(&mut links, 7);
+        assert_eq!(a.to_vec(&links), vec![7, 5, 6]);
+        a.validate(&links, &mut std::collections::HashSet::new());
+        a.unlink(&mut links, 6);
+        assert_eq!(a.pop_front(&mut links), Some(7));
+        assert_eq!(a.to_vec(&links), vec![5]);
+        a.validate(&links, &mut std::collections::HashSet::new());
     }
 }

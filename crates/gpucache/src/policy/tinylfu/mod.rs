@@ -50,6 +50,14 @@ const ADMIT_MARGIN: u64 = 1;
 /// The most probation entries one candidate is weighed against.
 const MAX_VICTIMS: usize = 16;
 
+/// Whether an entry weighing `w` and estimated `f` accesses is dominated by one weighing
+/// `wo` and estimated `fo`: it is strictly heavier and requested no more often, so it has
+/// fewer accesses per byte. With equal weights nothing is dominated, which keeps the size
+/// rule that uses it ([`TinyLfu::loses_unseen`]) out of unit-weight caches entirely.
+fn dominated(w: u64, f: u64, wo: u64, fo: u64) -> bool {
+    w > wo && f <= fo
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 enum Place {
     #[default]
@@ -252,6 +260,31 @@ impl TinyLfu {
         fc > freq + ADMIT_MARGIN
     }
 
+    /// Whether an older candidate, which joins probation without a contest (only the
+    /// newest candidate waits for one), should join it at the front, as the next victim,
+    /// rather than at the back: when it was not requested since it left the window and is
+    /// [`dominated`] by probation's oldest entry (heavier and requested no more often), so
+    /// keeping that entry rather than the candidate costs no hits per byte. This is what
+    /// stands in for moka's refusal of a large newcomer at the door, which the store cannot
+    /// do (an inserted value must be present): the newcomer's bytes go back to the next
+    /// eviction instead of displacing a probation entry that is lighter and as popular.
+    fn loses_unseen(&self, c: EntryId) -> bool {
+        if self.pending[c as usize].load(Ordering::Relaxed) != 0 {
+            return false;
+        }
+        let Some(v) = self.queues[Place::Probation as usize].front() else {
+            return false;
+        };
+        let (cm, vm) = (self.meta[c as usize], self.meta[v as usize]);
+        if cm.weight <= vm.weight {
+            // Not dominated whatever the counts: spare the estimates (unit weights end here).
+            return false;
+        }
+        let fv = self.sketch.estimate(vm.key_hash)
+            + u64::from(self.pending[v as usize].load(Ordering::Relaxed));
+        dominated(cm.weight, self.sketch.estimate(cm.key_hash), vm.weight, fv)
+    }
+
     /// The window's current share of the tracked weight (tests and tools).
     pub fn window_share(&self) -> f64 {
         self.climber.share()
@@ -384,7 +417,13 @@ impl EvictionPolicy for TinyLfu {
             let Some(c) = self.queues[Place::Candidate as usize].front() else {
                 break;
             };
+            let lost = self.loses_unseen(c);
             self.relocate(c, Place::Probation);
+            if lost {
+                let probation = &mut self.queues[Place::Probation as usize];
+                probation.unlink(&mut self.links, c);
+                probation.push_front(&mut self.links, c);
+            }
         }
         loop {
             let candidate = self.queues[Place::Candidate as usize].front();

@@ -242,3 +242,17 @@ fn a_new_workload_takes_over_quickly() {
         "first {hits_first}, second {hits_second}"
     );
 }
+
+#[test]
+fn equal_weights_never_trigger_the_size_rule() {
+    for w in [1u64, 7, 4096, 1 << 20] {
+        for f in 0..20u64 {
+            for fo in 0..20u64 {
+                assert!(!dominated(w, f, w, fo), "{w} {f} {fo}");
+            }
+        }
+    }
+    assert!(dominated(2, 3, 1, 3));
+    assert!(!dominated(2, 4, 1, 3));
+    assert!(!dominated(1, 0, 2, 3));
+}
