@@ -101,22 +101,11 @@ fn context_cache_dir() -> Result<PathBuf, Failure> {
 fn presize_index(db_dir: &Path) -> Result<(), Failure> {
     create_private_dir(db_dir)?;
     let path = db_dir.join("index");
-    let io = |e: std::io::Error| {
-        Failure::new(
-            GPUCACHE_ERROR_IO,
-            format!("creating {}: {e}", path.display()),
-        )
-    };
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(false);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let file = options.open(&path).map_err(io)?;
-    if file.metadata().map_err(io)?.len() == 0 {
-        file.set_len(MESA_INDEX_SIZE).map_err(io)?;
+    let file = open_private_file(&path)?;
+    let len = file.metadata().map_err(|e| io_failure(&path, e))?.len();
+    if len == 0 {
+        file.set_len(MESA_INDEX_SIZE)
+            .map_err(|e| io_failure(&path, e))?;
     }
     Ok(())
 }
@@ -128,42 +117,51 @@ fn presize_index(db_dir: &Path) -> Result<(), Failure> {
 fn private_db_files(part: &Path) -> Result<(), Failure> {
     create_private_dir(part)?;
     for name in ["mesa_cache.db", "mesa_cache.idx"] {
-        let path = part.join(name);
-        let io = |e: std::io::Error| {
-            Failure::new(
-                GPUCACHE_ERROR_IO,
-                format!("creating {}: {e}", path.display()),
-            )
-        };
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create(true).truncate(false);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-            options.mode(0o600);
-            let file = options.open(&path).map_err(io)?;
-            let mode = file.metadata().map_err(io)?.permissions().mode();
-            if mode & 0o077 != 0 {
-                file.set_permissions(std::fs::Permissions::from_mode(mode & 0o700))
-                    .map_err(io)?;
-            }
-        }
-        #[cfg(not(unix))]
-        options.open(&path).map_err(io)?;
+        open_private_file(&part.join(name))?;
     }
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(part)
-            .map_err(|e| Failure::new(GPUCACHE_ERROR_IO, format!("{}: {e}", part.display())))?
-            .permissions()
-            .mode();
-        if mode & 0o077 != 0 {
-            std::fs::set_permissions(part, std::fs::Permissions::from_mode(mode & 0o700))
-                .map_err(|e| Failure::new(GPUCACHE_ERROR_IO, format!("{}: {e}", part.display())))?;
-        }
+        let m = std::fs::metadata(part).map_err(|e| io_failure(part, e))?;
+        narrow(part, m.permissions().mode())?;
     }
     Ok(())
+}
+
+/// Opens `path` for writing, creating it 0600 (its contents kept); an existing file with
+/// group or other access loses it.
+fn open_private_file(path: &Path) -> Result<std::fs::File, Failure> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        options.mode(0o600);
+        let file = options.open(path).map_err(|e| io_failure(path, e))?;
+        let m = file.metadata().map_err(|e| io_failure(path, e))?;
+        narrow(path, m.permissions().mode())?;
+        Ok(file)
+    }
+    #[cfg(not(unix))]
+    options.open(path).map_err(|e| io_failure(path, e))
+}
+
+/// Takes group and other access away from `path`, whose mode is `mode`.
+#[cfg(unix)]
+fn narrow(path: &Path, mode: u32) -> Result<(), Failure> {
+    use std::os::unix::fs::PermissionsExt;
+    if mode & 0o077 != 0 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o7700))
+            .map_err(|e| io_failure(path, e))?;
+    }
+    Ok(())
+}
+
+fn io_failure(path: &Path, e: std::io::Error) -> Failure {
+    Failure::new(
+        GPUCACHE_ERROR_IO,
+        format!("creating {}: {e}", path.display()),
+    )
 }
 
 fn create_private_dir(dir: &Path) -> Result<(), Failure> {
