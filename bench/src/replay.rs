@@ -62,19 +62,60 @@ static ZEROS: [u8; (1 << 20) + 1] = [0; (1 << 20) + 1];
 
 /// Replays `trace` through `contender`.
 pub fn replay(trace: &Trace, contender: Contender) -> Hits {
-    match contender {
-        Contender::Gpucache(kind) => replay_gpucache(trace, kind, None),
-        Contender::Moka => replay_moka(trace),
-        Contender::QuickCache => replay_quick_cache(trace),
-    }
+    replay_observed(trace, contender, None, None)
 }
 
 /// Replays `trace` through gpucache's store with `kind`, its key hasher seeded with `seed`:
 /// the same hits on every run and machine (the store's default seed is random, and with it
 /// the hits move by a few tenths of a percent from run to run).
 pub fn replay_seeded(trace: &Trace, kind: PolicyKind, seed: u64) -> Hits {
-    replay_gpucache(trace, kind, Some(seed))
+    replay_observed(trace, Contender::Gpucache(kind), Some(seed), None)
 }
+
+/// One request of a replay, as [`replay_observed`] reports it: whether it hit, its value's
+/// size, and what the cache held right after it (entries, and their total charge).
+#[derive(Clone, Copy, Debug)]
+pub struct Step {
+    pub hit: bool,
+    pub size: u64,
+    pub entries: u64,
+    pub weight: u64,
+}
+
+/// [`replay`], with gpucache's hasher seeded by `seed` (ignored for the peers), calling
+/// `observe` after every request.
+pub fn replay_observed(
+    trace: &Trace,
+    contender: Contender,
+    seed: Option<u64>,
+    mut observe: Option<&mut dyn FnMut(Step)>,
+) -> Hits {
+    let mut hits = Hits::default();
+    let mut record = |i: usize, hit: bool, held: &dyn Fn() -> (u64, u64)| {
+        if hit {
+            count(&mut hits, trace, i);
+        }
+        if let Some(observe) = observe.as_mut() {
+            let (entries, weight) = held();
+            observe(Step {
+                hit,
+                size: size_at(trace, i),
+                entries,
+                weight,
+            });
+        }
+    };
+    match contender {
+        Contender::Gpucache(kind) => replay_gpucache(trace, kind, seed, &mut record),
+        Contender::Moka => replay_moka(trace, &mut record),
+        Contender::QuickCache => replay_quick_cache(trace, &mut record),
+    }
+    hits
+}
+
+/// What a replay reports for request `i`: whether it hit, and a way to ask what the cache
+/// holds (asked only when someone observes).
+type Record<'a> = dyn FnMut(usize, bool, &dyn Fn() -> (u64, u64)) + 'a;
 
 /// The value size of request `i` (1 for a unit trace).
 fn size_at(trace: &Trace, i: usize) -> u64 {
@@ -86,7 +127,7 @@ fn count(hits: &mut Hits, trace: &Trace, i: usize) {
     hits.bytes += size_at(trace, i);
 }
 
-fn replay_gpucache(trace: &Trace, kind: PolicyKind, seed: Option<u64>) -> Hits {
+fn replay_gpucache(trace: &Trace, kind: PolicyKind, seed: Option<u64>, record: &mut Record<'_>) {
     let builder = StoreBuilder::new().shards(1).policy(kind);
     let builder = match seed {
         Some(seed) => builder.hasher(Arc::new(Xxh3KeyHasher::with_seed(seed))),
@@ -100,12 +141,14 @@ fn replay_gpucache(trace: &Trace, kind: PolicyKind, seed: Option<u64>) -> Hits {
             .max_bytes(u64::MAX / 2)
     };
     let store = builder.build().expect("valid store settings");
-    let mut hits = Hits::default();
+    let held = || {
+        let stats = store.stats();
+        (stats.entries, stats.bytes)
+    };
     for (i, key) in trace.keys.iter().enumerate() {
         let key = key.to_le_bytes();
-        if store.get(&key).is_some() {
-            count(&mut hits, trace, i);
-        } else {
+        let hit = store.get(&key).is_some();
+        if !hit {
             let len = if trace.sized() {
                 size_at(trace, i) as usize
             } else {
@@ -115,11 +158,11 @@ fn replay_gpucache(trace: &Trace, kind: PolicyKind, seed: Option<u64>) -> Hits {
                 .insert(&key, Bytes::from_static(&ZEROS[..len]))
                 .expect("value fits");
         }
+        record(i, hit, &held);
     }
-    hits
 }
 
-fn replay_moka(trace: &Trace) -> Hits {
+fn replay_moka(trace: &Trace, record: &mut Record<'_>) {
     let builder = moka::sync::Cache::builder();
     let cache: moka::sync::Cache<u64, u32> = if trace.sized() {
         builder
@@ -129,16 +172,15 @@ fn replay_moka(trace: &Trace) -> Hits {
     } else {
         builder.max_capacity(trace.capacity as u64).build()
     };
-    let mut hits = Hits::default();
+    let held = || (cache.entry_count(), cache.weighted_size());
     for (i, &key) in trace.keys.iter().enumerate() {
-        if cache.get(&key).is_some() {
-            count(&mut hits, trace, i);
-        } else {
+        let hit = cache.get(&key).is_some();
+        if !hit {
             cache.insert(key, size_at(trace, i) as u32);
             cache.run_pending_tasks();
         }
+        record(i, hit, &held);
     }
-    hits
 }
 
 /// quick_cache's weigher: the same charge as gpucache's.
@@ -151,8 +193,7 @@ impl quick_cache::Weighter<u64, u32> for ByCharge {
     }
 }
 
-fn replay_quick_cache(trace: &Trace) -> Hits {
-    let mut hits = Hits::default();
+fn replay_quick_cache(trace: &Trace, record: &mut Record<'_>) {
     if trace.sized() {
         let mut cache = quick_cache::unsync::Cache::with_weighter(
             trace.capacity,
@@ -160,23 +201,22 @@ fn replay_quick_cache(trace: &Trace) -> Hits {
             ByCharge,
         );
         for (i, &key) in trace.keys.iter().enumerate() {
-            if cache.get(&key).is_some() {
-                count(&mut hits, trace, i);
-            } else {
+            let hit = cache.get(&key).is_some();
+            if !hit {
                 cache.insert(key, size_at(trace, i) as u32);
             }
+            record(i, hit, &|| (cache.len() as u64, cache.weight()));
         }
     } else {
         let mut cache = quick_cache::unsync::Cache::new(trace.capacity);
         for (i, &key) in trace.keys.iter().enumerate() {
-            if cache.get(&key).is_some() {
-                count(&mut hits, trace, i);
-            } else {
+            let hit = cache.get(&key).is_some();
+            if !hit {
                 cache.insert(key, 1u32);
             }
+            record(i, hit, &|| (cache.len() as u64, cache.len() as u64));
         }
     }
-    hits
 }
 
 #[cfg(test)]

@@ -7,14 +7,9 @@
 //!
 //! Usage: `sized_hits [CAPACITIES] [SEEDS]`, e.g. `sized_hits 100,300,1000,5000 2`.
 
-use std::sync::Arc;
-
-use bytes::Bytes;
-use gpucache::{PolicyKind, StoreBuilder, Xxh3KeyHasher};
-use gpucache_bench::traces::{charge, sized_zipf, Trace};
-
-/// Zero bytes that values are cut from.
-static ZEROS: [u8; (1 << 20) + 1] = [0; (1 << 20) + 1];
+use gpucache::PolicyKind;
+use gpucache_bench::replay::{replay_observed, Contender, Step};
+use gpucache_bench::traces::{sized_zipf, Trace};
 
 /// One replay: requests and bytes hit, mean resident entries, mean share of the budget used.
 #[derive(Clone, Copy, Default)]
@@ -26,10 +21,10 @@ struct Run {
 }
 
 impl Run {
-    fn add(&mut self, hit: bool, size: u32, entries: u64, weight: u64, budget: u64) {
+    fn add(&mut self, hit: bool, size: u64, entries: u64, weight: u64, budget: u64) {
         if hit {
             self.hits += 1.0;
-            self.bytes += f64::from(size);
+            self.bytes += size as f64;
         }
         self.entries += entries as f64;
         self.used += weight as f64 / budget as f64;
@@ -47,74 +42,17 @@ impl Run {
     }
 }
 
-fn ours(trace: &Trace, seed: u64) -> Run {
+/// One replay of `contender` (gpucache's hasher seeded with `seed`), its occupancy sampled
+/// after every request.
+fn observed(trace: &Trace, contender: Contender, seed: Option<u64>) -> Run {
     let budget = trace.byte_budget();
-    let store = StoreBuilder::new()
-        .shards(1)
-        .policy(PolicyKind::TinyLfu)
-        .max_bytes(budget)
-        .hasher(Arc::new(Xxh3KeyHasher::with_seed(seed)))
-        .build()
-        .expect("valid store settings");
     let mut run = Run::default();
-    for (&key, &size) in trace.keys.iter().zip(&trace.sizes) {
-        let key = key.to_le_bytes();
-        let hit = store.get(&key).is_some();
-        if !hit {
-            store
-                .insert(&key, Bytes::from_static(&ZEROS[..size as usize]))
-                .expect("value fits");
-        }
-        let st = store.stats();
-        run.add(hit, size, st.entries, st.bytes, budget);
-    }
-    run.finish(trace)
-}
-
-fn moka(trace: &Trace) -> Run {
-    let budget = trace.byte_budget();
-    let cache: moka::sync::Cache<u64, u32> = moka::sync::Cache::builder()
-        .max_capacity(budget)
-        .weigher(|_, &size: &u32| u32::try_from(charge(u64::from(size))).unwrap_or(u32::MAX))
-        .build();
-    let mut run = Run::default();
-    for (&key, &size) in trace.keys.iter().zip(&trace.sizes) {
-        let hit = cache.get(&key).is_some();
-        if !hit {
-            cache.insert(key, size);
-            cache.run_pending_tasks();
-        }
-        run.add(
-            hit,
-            size,
-            cache.entry_count(),
-            cache.weighted_size(),
-            budget,
-        );
-    }
-    run.finish(trace)
-}
-
-#[derive(Clone)]
-struct ByCharge;
-
-impl quick_cache::Weighter<u64, u32> for ByCharge {
-    fn weight(&self, _key: &u64, size: &u32) -> u64 {
-        charge(u64::from(*size))
-    }
-}
-
-fn quick_cache(trace: &Trace) -> Run {
-    let budget = trace.byte_budget();
-    let mut cache = quick_cache::unsync::Cache::with_weighter(trace.capacity, budget, ByCharge);
-    let mut run = Run::default();
-    for (&key, &size) in trace.keys.iter().zip(&trace.sizes) {
-        let hit = cache.get(&key).is_some();
-        if !hit {
-            cache.insert(key, size);
-        }
-        run.add(hit, size, cache.len() as u64, cache.weight(), budget);
-    }
+    replay_observed(
+        trace,
+        contender,
+        seed,
+        Some(&mut |step: Step| run.add(step.hit, step.size, step.entries, step.weight, budget)),
+    );
     run.finish(trace)
 }
 
@@ -145,13 +83,16 @@ fn main() {
             let trace = sized_zipf(alpha, 200_000, capacity, seed);
             let mut w = Run::default();
             for s in 1..=seeds {
-                let r = ours(&trace, s);
+                let r = observed(&trace, Contender::Gpucache(PolicyKind::TinyLfu), Some(s));
                 w.hits += r.hits / seeds as f64;
                 w.bytes += r.bytes / seeds as f64;
                 w.entries += r.entries / seeds as f64;
                 w.used += r.used / seeds as f64;
             }
-            let (m, q) = (moka(&trace), quick_cache(&trace));
+            let (m, q) = (
+                observed(&trace, Contender::Moka, None),
+                observed(&trace, Contender::QuickCache, None),
+            );
             let hits = w.hits / m.hits.max(q.hits);
             let bytes = w.bytes / m.bytes.max(q.bytes);
             log_hits += hits.ln();
