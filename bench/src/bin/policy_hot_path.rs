@@ -1,7 +1,8 @@
 //! Hot-path latency of the memory tier under each eviction policy, side by side: gets that
 //! hit, puts of new keys into a full store (after the first few thousand each one evicts),
-//! and puts that replace a
-//! stored value. Rounds alternate between the policies so that drifts of a noisy machine
+//! puts that replace a stored value, and evicting puts of values of mixed sizes (1–64 KiB,
+//! log-uniform) into a store bounded only by bytes, where the weights of the policy's
+//! entries differ as they do in a shader cache. Rounds alternate between the policies so that drifts of a noisy machine
 //! fall on all of them; each cell is the median over the rounds, and the ratios are against
 //! S3-FIFO (the default before W-TinyLFU).
 //!
@@ -62,6 +63,33 @@ fn round(policy: PolicyKind, value: &Bytes) -> [f64; 3] {
     [get, evicting, replace]
 }
 
+/// Largest value of the mixed-size round.
+const MIXED_MAX: usize = 64 << 10;
+
+/// The mixed-size round's value length for put `i`: log-uniform over 1–64 KiB.
+fn mixed_len(i: u32) -> usize {
+    let u = f64::from(i.wrapping_mul(2_654_435_761) >> 8) / f64::from(1u32 << 24);
+    (1024.0 * 64f64.powf(u)) as usize
+}
+
+/// Nanoseconds per evicting put of a mixed-size value, in a store that holds about
+/// `ENTRIES` of them (bounded by bytes only).
+fn round_mixed(policy: PolicyKind, big: &Bytes) -> f64 {
+    let s = StoreBuilder::new()
+        .max_bytes(64 << 20)
+        .policy(policy)
+        .build()
+        .expect("store");
+    let put = |i: u32| {
+        s.insert(&key(i), big.slice(..mixed_len(i))).expect("fits");
+    };
+    // Fill until evictions run, then time.
+    for i in 0..ENTRIES * 4 {
+        put(i);
+    }
+    time(ENTRIES * PASSES / 4, |i| put(ENTRIES * 4 + i))
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -72,39 +100,44 @@ fn main() {
         .nth(1)
         .map_or(5, |s| s.parse().expect("rounds"));
     let value = Bytes::from(vec![1u8; 4096]);
+    let big = Bytes::from(vec![2u8; MIXED_MAX]);
     let policies = PolicyKind::ALL;
-    let mut cells = vec![vec![Vec::new(); 3]; policies.len()];
+    let mut cells = vec![vec![Vec::new(); 4]; policies.len()];
     for _ in 0..rounds {
         for (p, &policy) in policies.iter().enumerate() {
-            for (c, ns) in round(policy, &value).into_iter().enumerate() {
+            let [get, evicting, replacing] = round(policy, &value);
+            let mixed = round_mixed(policy, &big);
+            for (c, ns) in [get, evicting, replacing, mixed].into_iter().enumerate() {
                 cells[p][c].push(ns);
             }
         }
     }
-    let medians: Vec<[f64; 3]> = cells
+    let medians: Vec<[f64; 4]> = cells
         .into_iter()
         .map(|c| {
             let mut it = c.into_iter().map(median);
-            [0; 3].map(|_| it.next().unwrap_or(f64::NAN))
+            [0; 4].map(|_| it.next().unwrap_or(f64::NAN))
         })
         .collect();
     let base = policies
         .iter()
         .position(|&p| p == PolicyKind::S3Fifo)
-        .map_or([f64::NAN; 3], |i| medians[i]);
-    println!("median ns/op over {rounds} alternating rounds ({ENTRIES} entries, {KEY_BYTES} B keys, 4 KiB values, 1 thread)\n");
-    println!("| policy | get hit ns | put evicting ns | put replacing ns | get / s3-fifo | put evicting / s3-fifo | put replacing / s3-fifo |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+        .map_or([f64::NAN; 4], |i| medians[i]);
+    println!("median ns/op over {rounds} alternating rounds ({ENTRIES} entries, {KEY_BYTES} B keys, 4 KiB values, 1 thread; mixed: 1–64 KiB values, 64 MiB bound)\n");
+    println!("| policy | get hit ns | put evicting ns | put replacing ns | put evicting, mixed sizes ns | get / s3-fifo | put evicting / s3-fifo | put replacing / s3-fifo | mixed / s3-fifo |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (p, m) in policies.iter().zip(&medians) {
         println!(
-            "| {} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} |",
+            "| {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} |",
             p.name(),
             m[0],
             m[1],
             m[2],
+            m[3],
             m[0] / base[0],
             m[1] / base[1],
-            m[2] / base[2]
+            m[2] / base[2],
+            m[3] / base[3]
         );
     }
 }
