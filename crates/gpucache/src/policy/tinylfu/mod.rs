@@ -11,7 +11,9 @@
 //! protected overflows back into probation. So one-hit wonders and scans pass through the
 //! window without displacing the popular entries, a loop larger than the cache keeps a
 //! stable part of itself resident, and a hill climber ([`climber`]) widens the window when
-//! recency pays (nearly LRU) and narrows it when frequency does (nearly LFU).
+//! recency pays (nearly LRU) and narrows it when frequency does (nearly LFU). With unequal
+//! weights the victim may instead be a heavier probation entry near the front that the
+//! oldest one dominates (heavier, requested no more often: [`TinyLfu::heavier_victim`]).
 //!
 //! Hits are recorded under a shared lock: a hit only bumps the entry's atomic count of
 //! pending hits. Queues are therefore CLOCK-ordered rather than strictly LRU: an entry
@@ -49,11 +51,16 @@ const PROTECTED_PERCENT: u64 = 80;
 const ADMIT_MARGIN: u64 = 1;
 /// The most probation entries one candidate is weighed against.
 const MAX_VICTIMS: usize = 16;
+/// How many entries from probation's front [`TinyLfu::heavier_victim`] looks at (the front
+/// included). Bounds the walk per eviction; more found better victims on sized traces
+/// (docs/memory-tier.md) at a walk per eviction too long for large caches.
+const VICTIM_SCAN: usize = 64;
 
 /// Whether an entry weighing `w` and estimated `f` accesses is dominated by one weighing
 /// `wo` and estimated `fo`: it is strictly heavier and requested no more often, so it has
 /// fewer accesses per byte. With equal weights nothing is dominated, which keeps the size
-/// rule that uses it ([`TinyLfu::loses_unseen`]) out of unit-weight caches entirely.
+/// rules that use it ([`TinyLfu::loses_unseen`], [`TinyLfu::heavier_victim`]) out of
+/// unit-weight caches entirely.
 fn dominated(w: u64, f: u64, wo: u64, fo: u64) -> bool {
     w > wo && f <= fo
 }
@@ -105,6 +112,11 @@ pub struct TinyLfu {
     folded: u64,
     counted_at_probe: u64,
     misses_since_probe: u64,
+    /// The weight of the first entry inserted, and whether any entry since weighed
+    /// otherwise: while every weight is equal nothing can be [`dominated`], so the size
+    /// rules are skipped (unit-weight caches pay nothing for them).
+    first_weight: Option<u64>,
+    weights_vary: bool,
 }
 
 impl TinyLfu {
@@ -285,6 +297,53 @@ impl TinyLfu {
         dominated(cm.weight, self.sketch.estimate(cm.key_hash), vm.weight, fv)
     }
 
+    /// The probation entry to evict, or to contest the candidate, instead of `front`
+    /// (probation's oldest, settled): the heaviest of the [`VICTIM_SCAN`] entries from the
+    /// front that `front` [`dominated`] (strictly heavier, estimated no more accesses) and
+    /// that has no pending hits, else `front` itself. Evicting it frees more bytes for no
+    /// more accesses lost, and leaves `front`, which is requested at least as often per
+    /// byte, in place for the next eviction. Stands in for moka's refusal of large
+    /// newcomers on the side of the residents: a heavy entry nobody asked for since it
+    /// joined probation gives its bytes back before lighter, as popular ones near the
+    /// front. With equal weights nothing is heavier than `front`: always `front`.
+    fn heavier_victim(&self, front: EntryId) -> EntryId {
+        if !self.weights_vary {
+            return front;
+        }
+        let probation = &self.queues[Place::Probation as usize];
+        let fm = self.meta[front as usize];
+        let mut f_front = None;
+        let (mut best, mut best_weight) = (front, fm.weight);
+        let mut at = probation.next(&self.links, front);
+        for _ in 1..VICTIM_SCAN {
+            let Some(e) = at else { break };
+            at = probation.next(&self.links, e);
+            let m = self.meta[e as usize];
+            // Only an entry heavier than the best so far can replace it: estimates are
+            // taken for the few record weights of the walk, not every entry.
+            if m.weight <= best_weight || self.pending[e as usize].load(Ordering::Relaxed) != 0 {
+                continue;
+            }
+            let ff = *f_front.get_or_insert_with(|| {
+                self.sketch.estimate(fm.key_hash)
+                    + u64::from(self.pending[front as usize].load(Ordering::Relaxed))
+            });
+            if dominated(m.weight, self.sketch.estimate(m.key_hash), fm.weight, ff) {
+                (best, best_weight) = (e, m.weight);
+            }
+        }
+        best
+    }
+
+    /// Notes `weight` for [`Self::weights_vary`].
+    fn note_weight(&mut self, weight: u64) {
+        match self.first_weight {
+            None => self.first_weight = Some(weight),
+            Some(w) if w != weight => self.weights_vary = true,
+            Some(_) => {}
+        }
+    }
+
     /// The window's current share of the tracked weight (tests and tools).
     pub fn window_share(&self) -> f64 {
         self.climber.share()
@@ -347,6 +406,7 @@ impl EvictionPolicy for TinyLfu {
         };
         self.queues[Place::Window as usize].push_back(&mut self.links, id);
         self.weights[Place::Window as usize] += weight;
+        self.note_weight(weight);
         if self.sketch.ensure_capacity(self.len()) {
             // A grown sketch starts empty: count every stored key once again, so that the
             // entries kept so far do not lose their contests to newcomers.
@@ -395,6 +455,7 @@ impl EvictionPolicy for TinyLfu {
         let w = &mut self.weights[m.place as usize];
         *w = *w - m.weight + weight;
         m.weight = weight;
+        self.note_weight(weight);
         self.touch(id);
     }
 
@@ -428,7 +489,7 @@ impl EvictionPolicy for TinyLfu {
         loop {
             let candidate = self.queues[Place::Candidate as usize].front();
             let victim = match self.settle_front(Place::Probation) {
-                Some(v) => Some(v),
+                Some(v) => Some(self.heavier_victim(v)),
                 None => {
                     // Probation is empty: take protected's oldest down to it.
                     match self.settle_front(Place::Protected) {

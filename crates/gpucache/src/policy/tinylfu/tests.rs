@@ -256,3 +256,55 @@ fn equal_weights_never_trigger_the_size_rule() {
     assert!(!dominated(2, 4, 1, 3));
     assert!(!dominated(1, 0, 2, 3));
 }
+
+/// A filled policy (no window share, so every entry is in probation) with `weights[i]` for
+/// id `i`, key hashes `1000 + i`, nothing requested yet; probation in id order.
+fn probation_of(weights: &[u64]) -> TinyLfu {
+    let mut p = TinyLfu::default();
+    for (id, &w) in weights.iter().enumerate() {
+        p.insert(id as EntryId, 1000 + id as u64, w);
+    }
+    for id in 0..weights.len() as EntryId {
+        if p.meta[id as usize].place != Place::Probation {
+            p.relocate(id, Place::Probation);
+        }
+    }
+    let mut order = Vec::new();
+    p.queues[Place::Probation as usize].for_each(&p.links, |id| order.push(id));
+    order.sort_unstable();
+    for id in order {
+        p.queues[Place::Probation as usize].move_to_back(&mut p.links, id);
+    }
+    p
+}
+
+#[test]
+fn a_heavier_dominated_entry_is_evicted_before_the_front() {
+    let mut p = probation_of(&[10, 5, 40, 30, 10]);
+    // 2 and 3 are heavier than the front (0) and estimated as often: the heaviest goes.
+    assert_eq!(p.heavier_victim(0), 2);
+    // Requested more often than the front, 2 is not dominated; 3 is next heaviest.
+    p.sketch.increment(1002, 3);
+    assert_eq!(p.heavier_victim(0), 3);
+    // Pending hits protect an entry until it is settled.
+    p.touch(3);
+    assert_eq!(p.heavier_victim(0), 0);
+    assert_eq!(p.evict(), Some(0), "nothing dominated is left: the front");
+    p.validate(&|id| id != 0);
+}
+
+#[test]
+fn equal_weights_always_evict_the_front() {
+    let mut p = probation_of(&[8; 20]);
+    assert!(!p.weights_vary);
+    assert_eq!(p.heavier_victim(0), 0);
+    let evicted: Vec<_> = (0..5).map(|_| p.evict()).collect();
+    assert_eq!(evicted, [Some(0), Some(1), Some(2), Some(3), Some(4)]);
+    p.validate(&|id| id >= 5);
+    // One different weight turns the rule on; equals still never replace the front.
+    let q = probation_of(&[8, 8, 9, 8]);
+    assert!(q.weights_vary);
+    assert_eq!(q.heavier_victim(0), 2);
+    assert_eq!(q.heavier_victim(1), 2);
+    assert_eq!(q.heavier_victim(3), 3, "nothing behind the last entry");
+}
