@@ -428,7 +428,10 @@ fn row(n: usize, engine: &str, cache: &str, s: &[Sample]) -> Vec<String> {
         engine.to_string(),
         cache.to_string(),
         // Hot opens take tens of microseconds: three decimals there, one for cold opens.
-        median_range(&col(|s| s.ms), if median(&col(|s| s.ms)) < 1.0 { 3 } else { 1 }),
+        median_range(
+            &col(|s| s.ms),
+            if median(&col(|s| s.ms)) < 1.0 { 3 } else { 1 },
+        ),
         format!("{:.0}", median(&col(|s| s.syscr as f64))),
         format!("{:.0}", median(&col(|s| s.dev_bytes as f64 / 1e3))),
         if s.iter().all(|s| s.group_ios.is_some()) && !s.is_empty() {
