@@ -4,7 +4,8 @@
 //! Requests are counted in samples. At the end of each sample the window's share moves by a
 //! step; the direction is kept while the hit rate does not fall and reversed when it falls by
 //! more than a fraction of its usual swing, and the step shrinks each sample so the share
-//! settles. A large change of hit rate (a new workload) restarts with a full step.
+//! settles. A large change of hit rate (a new workload) restarts with a full step (turning
+//! round, like any fall, only if the last step moved the share).
 //! Recency-heavy workloads climb to a large window (nearly LRU), frequency-heavy ones, loops
 //! and scans to a small one (nearly LFU).
 //!
@@ -175,10 +176,11 @@ impl Climber {
         // A fall reverses the direction only if the last step moved the share (at a bound
         // the share stands still, so its hit rate moves only by noise; reversing on noise
         // there would walk the share away from the bound) and the fall stands out from the
-        // usual swing, or if the fall is large (the workload changed: explore the other
-        // way).
+        // usual swing. A restart's fall is no exception: at a bound (most restarts find the
+        // share at the small end, which the new workload usually wants as well) turning
+        // round threw a well-placed share away with a full step.
         let reverse_at = REVERSE_OVER_NOISE * self.noise;
-        if restart || (change < -reverse_at && self.moved) {
+        if change < -reverse_at && self.moved {
             self.step = -self.step;
         }
         if restart || change.abs() >= restart_at {
@@ -344,6 +346,34 @@ mod tests {
         assert!(c.noise <= calm + 1e-9, "{calm} -> {}", c.noise);
         // Learnt as swings, those changes would have raised the threshold above 9 points.
         assert!(sample(&mut c, 0.367));
+    }
+
+    #[test]
+    fn a_restart_at_the_small_end_keeps_the_window_shut() {
+        // Resting at the bound, shrinking: a new workload's fall restarts the climb with a
+        // full step, but the last step did not move the share, so the direction stays.
+        let mut c = Climber {
+            share: MIN_SHARE,
+            step: -0.01,
+            previous_rate: Some(0.6),
+            moved: false,
+            noise: 0.01,
+            ..Climber::default()
+        };
+        assert!(sample(&mut c, 0.3));
+        assert_eq!(c.share(), MIN_SHARE);
+        assert_eq!(c.step, -STEP);
+        // Climbing when the workload changes: the fall turns the climb round, as any fall.
+        let mut c = Climber {
+            share: 0.3,
+            step: 0.01,
+            previous_rate: Some(0.6),
+            moved: true,
+            noise: 0.01,
+            ..Climber::default()
+        };
+        assert!(sample(&mut c, 0.3));
+        assert!((c.share() - (0.3 - STEP)).abs() < 1e-9, "{}", c.share());
     }
 
     #[test]
