@@ -4,7 +4,8 @@
 //! Requests are counted in samples. At the end of each sample the window's share moves by a
 //! step; the direction is kept while the hit rate does not fall and reversed when it falls by
 //! more than a fraction of its usual swing, and the step shrinks each sample so the share
-//! settles. A large change of hit rate (a new workload) restarts with a full step.
+//! settles. A large change of hit rate (a new workload) restarts with a full step (turning
+//! round, like any fall, only if the last step moved the share).
 //! Recency-heavy workloads climb to a large window (nearly LRU), frequency-heavy ones, loops
 //! and scans to a small one (nearly LFU).
 //!
@@ -14,7 +15,10 @@
 //! boundaries fall; with a fixed threshold those swings read as workload changes, and every
 //! restart threw the share away from the small window such workloads want (a loop of 3x the
 //! cache lost 5% of its hits). The climber therefore keeps a moving average of the size of
-//! the sample-to-sample changes and restarts only on a fall well beyond it.
+//! the sample-to-sample changes and restarts only on a fall well beyond it. A restart's fall
+//! and the climb back after it are kept out of that average (unless the next sample undoes
+//! the fall, or the climb turns down before it gets back: then they were a swing), so that
+//! one change of workload does not hide the next.
 
 /// The window's share of the tracked weight at start: TinyLFU's usual 1%.
 pub(super) const INITIAL_SHARE: f64 = 0.01;
@@ -50,6 +54,19 @@ const MIN_SAMPLE: u64 = 5_000;
 /// Below this the step no longer moves the share meaningfully; it rests until a restart.
 const MIN_STEP: f64 = 0.0005;
 
+/// The most samples a climb back after a restart is followed for.
+const MAX_HELD: usize = 8;
+
+/// A restart's fall of the hit rate, while the rate climbs back: what the average of the
+/// changes has not learnt yet.
+#[derive(Clone, Debug)]
+struct Recovery {
+    /// The hit rate before the fall (back within the usual swing of it ends the climb).
+    before: f64,
+    /// The changes not learnt since (the fall first), as the average would have.
+    held: Vec<f64>,
+}
+
 #[derive(Debug)]
 pub(super) struct Climber {
     /// Invariant: within [MIN_SHARE, MAX_SHARE].
@@ -64,6 +81,8 @@ pub(super) struct Climber {
     /// Moving average of the size of the hit rate's changes between samples (each counted
     /// at most at the restart threshold).
     noise: f64,
+    /// Set by a restart, while the hit rate climbs back.
+    recovery: Option<Recovery>,
 }
 
 impl Default for Climber {
@@ -78,6 +97,7 @@ impl Default for Climber {
             previous_rate: None,
             moved: false,
             noise: INITIAL_NOISE,
+            recovery: None,
         }
     }
 }
@@ -110,26 +130,71 @@ impl Climber {
             return false;
         };
         let change = rate - previous;
+        // While the hit rate climbs back after a restart, its rises are the new workload
+        // being learnt rather than the usual swing, and the fall that started them is the
+        // change itself: learning them would raise the restart threshold so far that the
+        // next change goes unnoticed (a phase cycle's later switches did). A fall undone by
+        // the very next sample, or a climb that turns down again before it gets back, was
+        // a swing after all: what was held back is learnt then.
         let restart_at = self.restart_threshold();
-        // A change beyond the threshold counts as one of the threshold's size: swings just
-        // above it are still learnt, while one workload change does not inflate the average.
-        self.noise += NOISE_WEIGHT * (change.abs().min(restart_at) - self.noise);
+        let restart = change <= -restart_at;
+        let mut before = previous;
+        // Whether this change ends a climb back of several samples (not learnt either).
+        let mut climbing = false;
+        if let Some(mut r) = self.recovery.take() {
+            if restart {
+                // The change goes on (it fell across a sample boundary): still the same fall.
+                before = before.max(r.before);
+            } else if change > 0.0 && rate < r.before - self.noise {
+                // Still climbing back; a climb that never gets back is a new workload too.
+                if r.held.len() < MAX_HELD {
+                    r.held.push(change.min(restart_at));
+                    self.recovery = Some(r);
+                }
+            } else if change <= 0.0 || r.held.len() == 1 {
+                for c in r.held {
+                    self.learn_noise(c);
+                }
+            } else {
+                climbing = true;
+            }
+        }
+        let restart_at = self.restart_threshold();
+        if restart {
+            self.recovery = Some(Recovery {
+                before,
+                held: vec![restart_at],
+            });
+        }
+        let recovering = self.recovery.is_some();
+        if !recovering && !climbing {
+            // A change beyond the threshold counts as one of the threshold's size: swings
+            // just above it are still learnt, while one workload change does not inflate
+            // the average.
+            self.learn_noise(change.abs().min(restart_at));
+        }
         // A fall reverses the direction only if the last step moved the share (at a bound
         // the share stands still, so its hit rate moves only by noise; reversing on noise
         // there would walk the share away from the bound) and the fall stands out from the
-        // usual swing, or if the fall is large (the workload changed: explore the other
-        // way).
+        // usual swing. A restart's fall is no exception: at a bound (most restarts find the
+        // share at the small end, which the new workload usually wants as well) turning
+        // round threw a well-placed share away with a full step.
         let reverse_at = REVERSE_OVER_NOISE * self.noise;
-        if change <= -restart_at || (change < -reverse_at && self.moved) {
+        if change < -reverse_at && self.moved {
             self.step = -self.step;
         }
-        if change.abs() >= restart_at {
+        if restart || change.abs() >= restart_at {
             self.step = STEP.copysign(self.step);
         } else {
             self.step *= STEP_DECAY;
         }
         self.move_share();
-        change <= -restart_at
+        restart
+    }
+
+    /// Moves the average of the sample-to-sample changes towards `change` (its size).
+    fn learn_noise(&mut self, change: f64) {
+        self.noise += NOISE_WEIGHT * (change - self.noise);
     }
 
     /// The least change of hit rate that counts as a new workload: [`RESTART`], or
@@ -254,6 +319,85 @@ mod tests {
         let before = c.share();
         sample(&mut c, 0.465);
         assert!(c.share() < before, "{} -> {}", before, c.share());
+    }
+
+    /// One sample at hit rate `rate`; returns whether it restarted the climb.
+    fn sample(c: &mut Climber, rate: f64) -> bool {
+        let hits = (rate * MIN_SAMPLE as f64).round() as u64;
+        let restarted = c.record(hits, MIN_SAMPLE - hits, MIN_SAMPLE);
+        c.validate();
+        restarted
+    }
+
+    #[test]
+    fn the_climb_back_after_a_change_does_not_hide_the_next() {
+        // A phase cycle at 1,000 entries, as the climber saw it: steady near 46%, the
+        // popular set switches (a fall of 20 points), the hit rate climbs back over three
+        // samples, and the set switches back, spread over two samples.
+        let mut c = Climber::default();
+        for rate in [0.43, 0.46, 0.46, 0.461] {
+            assert!(!sample(&mut c, rate));
+        }
+        let calm = c.noise;
+        assert!(sample(&mut c, 0.26));
+        for rate in [0.33, 0.42, 0.46] {
+            assert!(!sample(&mut c, rate));
+        }
+        assert!(c.noise <= calm + 1e-9, "{calm} -> {}", c.noise);
+        // Learnt as swings, those changes would have raised the threshold above 9 points.
+        assert!(sample(&mut c, 0.367));
+    }
+
+    #[test]
+    fn a_restart_at_the_small_end_keeps_the_window_shut() {
+        // Resting at the bound, shrinking: a new workload's fall restarts the climb with a
+        // full step, but the last step did not move the share, so the direction stays.
+        let mut c = Climber {
+            share: MIN_SHARE,
+            step: -0.01,
+            previous_rate: Some(0.6),
+            moved: false,
+            noise: 0.01,
+            ..Climber::default()
+        };
+        assert!(sample(&mut c, 0.3));
+        assert_eq!(c.share(), MIN_SHARE);
+        assert_eq!(c.step, -STEP);
+        // Climbing when the workload changes: the fall turns the climb round, as any fall.
+        let mut c = Climber {
+            share: 0.3,
+            step: 0.01,
+            previous_rate: Some(0.6),
+            moved: true,
+            noise: 0.01,
+            ..Climber::default()
+        };
+        assert!(sample(&mut c, 0.3));
+        assert!((c.share() - (0.3 - STEP)).abs() < 1e-9, "{}", c.share());
+    }
+
+    #[test]
+    fn a_fall_undone_at_once_is_learnt_as_a_swing() {
+        let mut c = Climber::default();
+        for rate in [0.45, 0.45, 0.45, 0.45] {
+            assert!(!sample(&mut c, rate));
+        }
+        let calm = c.noise;
+        assert!(sample(&mut c, 0.33));
+        assert!(c.recovery.is_some());
+        assert!(!sample(&mut c, 0.46));
+        assert!(c.recovery.is_none());
+        assert!(c.noise > calm + 0.015, "{calm} -> {}", c.noise);
+        // So is a climb that turns down before it gets back.
+        let mut c = Climber::default();
+        for rate in [0.45, 0.45, 0.45, 0.45] {
+            assert!(!sample(&mut c, rate));
+        }
+        assert!(sample(&mut c, 0.33));
+        assert!(!sample(&mut c, 0.37));
+        assert!(!sample(&mut c, 0.36));
+        assert!(c.recovery.is_none());
+        assert!(c.noise > calm + 0.01, "{calm} -> {}", c.noise);
     }
 
     #[test]
