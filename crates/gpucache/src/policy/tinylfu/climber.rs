@@ -19,6 +19,10 @@
 //! and the climb back after it are kept out of that average (unless the next sample undoes
 //! the fall, or the climb turns down before it gets back: then they were a swing), so that
 //! one change of workload does not hide the next.
+//!
+//! A long sample (ten requests per entry: 50,000 at 5,000 entries) is also watched in parts;
+//! two consecutive parts each below every part of the last sample by the restart threshold
+//! end it early, as a change of workload (periodic workloads' low parts recur every sample).
 
 /// The window's share of the tracked weight at start: TinyLFU's usual 1%.
 pub(super) const INITIAL_SHARE: f64 = 0.01;
@@ -54,6 +58,13 @@ const MIN_SAMPLE: u64 = 5_000;
 /// Below this the step no longer moves the share meaningfully; it rests until a restart.
 const MIN_STEP: f64 = 0.0005;
 
+/// Requests per part of a long sample. A sample of ten requests per entry is long at large
+/// sizes (50,000 requests at 5,000 entries), and a new workload waited for its end.
+const PART: u64 = MIN_SAMPLE;
+/// Consecutive parts, each below every part of the last sample by the restart threshold, that
+/// end a sample early as a change of workload.
+const FALLEN_PARTS: u32 = 2;
+
 /// The most samples a climb back after a restart is followed for.
 const MAX_HELD: usize = 8;
 
@@ -83,6 +94,21 @@ pub(super) struct Climber {
     noise: f64,
     /// Set by a restart, while the hit rate climbs back.
     recovery: Option<Recovery>,
+    /// The parts of a long sample (boxed: the policy enum keeps its variants close in size).
+    parts: Box<Parts>,
+}
+
+/// A long sample watched in parts of [`PART`] requests.
+#[derive(Debug, Default)]
+struct Parts {
+    /// The current part: hits and misses.
+    part: (u64, u64),
+    /// The lowest hit rate of a whole part in the last sample and in this one.
+    last_lowest: Option<f64>,
+    lowest: Option<f64>,
+    /// Consecutive parts fallen below `last_lowest`, and their hits and misses.
+    fallen: u32,
+    fallen_counts: (u64, u64),
 }
 
 impl Default for Climber {
@@ -98,6 +124,7 @@ impl Default for Climber {
             moved: false,
             noise: INITIAL_NOISE,
             recovery: None,
+            parts: Box::default(),
         }
     }
 }
@@ -114,13 +141,55 @@ impl Climber {
     pub(super) fn record(&mut self, hits: u64, misses: u64, sample: u64) -> bool {
         self.hits += hits;
         self.misses += misses;
-        if self.hits + self.misses >= sample.max(MIN_SAMPLE) {
+        let sample = sample.max(MIN_SAMPLE);
+        if self.hits + self.misses >= sample {
+            return self.adjust();
+        }
+        if sample >= 2 * u64::from(FALLEN_PARTS) * PART && self.watch_part(hits, misses) {
+            // The new workload's parts alone make the sample: its fall is not diluted.
+            (self.hits, self.misses) = self.parts.fallen_counts;
             return self.adjust();
         }
         false
     }
 
+    /// Counts requests into the current part of a long sample; returns whether the last
+    /// [`FALLEN_PARTS`] parts each fell below every part of the last sample by the restart
+    /// threshold. Workloads with a period of their own swing part by part (a loop three times
+    /// the cache hits nearly all of one part and little of the next), but their low parts
+    /// recur in every sample; a new workload's fall is below all of them.
+    fn watch_part(&mut self, hits: u64, misses: u64) -> bool {
+        let threshold = self.restart_threshold();
+        let p = &mut *self.parts;
+        p.part.0 += hits;
+        p.part.1 += misses;
+        let (h, m) = p.part;
+        if h + m < PART {
+            return false;
+        }
+        p.part = (0, 0);
+        let rate = h as f64 / (h + m) as f64;
+        p.lowest = Some(p.lowest.map_or(rate, |l| l.min(rate)));
+        match p.last_lowest {
+            Some(low) if rate <= low - threshold => {
+                p.fallen += 1;
+                p.fallen_counts.0 += h;
+                p.fallen_counts.1 += m;
+            }
+            _ => {
+                p.fallen = 0;
+                p.fallen_counts = (0, 0);
+            }
+        }
+        p.fallen >= FALLEN_PARTS
+    }
+
     fn adjust(&mut self) -> bool {
+        let lowest = self.parts.lowest.take();
+        *self.parts = Parts {
+            last_lowest: lowest,
+            ..Parts::default()
+        };
         let rate = self.hits as f64 / (self.hits + self.misses) as f64;
         self.hits = 0;
         self.misses = 0;
@@ -410,5 +479,44 @@ mod tests {
             0.5 - s + if flip { 0.02 } else { -0.02 }
         });
         assert!(c.share() < 0.01, "{}", c.share());
+    }
+
+    /// Feeds `parts` parts of [`PART`] requests at hit rate `rate`, in chunks as the policy
+    /// hands them over, to a climber whose sample is `sample`; returns the number of restarts.
+    fn parts(c: &mut Climber, parts: u64, rate: f64, sample: u64) -> usize {
+        let mut restarts = 0;
+        let chunk = 500;
+        for _ in 0..parts * PART / chunk {
+            let hits = (rate * chunk as f64).round() as u64;
+            restarts += usize::from(c.record(hits, chunk - hits, sample));
+            c.validate();
+        }
+        restarts
+    }
+
+    #[test]
+    fn a_long_sample_ends_early_on_a_sustained_fall() {
+        // 5,000 entries: samples of 50,000 requests, ten parts.
+        let sample = 50_000;
+        let mut c = Climber::default();
+        assert_eq!(parts(&mut c, 20, 0.5, sample), 0);
+        // The workload changes: two parts below every part of the last sample restart the
+        // climb, long before the sample's end.
+        assert_eq!(parts(&mut c, 1, 0.15, sample), 0);
+        assert_eq!(parts(&mut c, 1, 0.15, sample), 1);
+        assert!(c.recovery.is_some());
+        // A part's fall alone does not.
+        let mut c = Climber::default();
+        assert_eq!(parts(&mut c, 20, 0.5, sample), 0);
+        assert_eq!(parts(&mut c, 1, 0.15, sample), 0);
+        assert_eq!(parts(&mut c, 9, 0.5, sample), 0);
+        // A loop a few times the cache swings part by part between most hits and few; its
+        // low parts recur in every sample, so they read as no change.
+        let mut c = Climber::default();
+        for _ in 0..20 {
+            for rate in [0.9, 0.1, 0.1, 0.1, 0.5] {
+                assert_eq!(parts(&mut c, 1, rate, sample), 0);
+            }
+        }
     }
 }
