@@ -55,6 +55,11 @@ const MAX_VICTIMS: usize = 16;
 /// included). Bounds the walk per eviction; more found better victims on sized traces
 /// (docs/memory-tier.md) at a walk per eviction too long for large caches.
 const VICTIM_SCAN: usize = 64;
+/// Above this many probation entries [`TinyLfu::heavier_victim`] skips its walk when the
+/// front weighs at least probation's average (docs/memory-tier.md: the walk's cost on
+/// large caches halved; on small ones, where the walk covers much of probation and is
+/// cheap, skipping it cost bytes).
+const VICTIM_SKIP_LEN: usize = 1024;
 
 /// Whether an entry weighing `w` and estimated `f` accesses is dominated by one weighing
 /// `wo` and estimated `fo`: it is strictly heavier and requested no more often, so it has
@@ -305,13 +310,25 @@ impl TinyLfu {
     /// byte, in place for the next eviction. Stands in for moka's refusal of large
     /// newcomers on the side of the residents: a heavy entry nobody asked for since it
     /// joined probation gives its bytes back before lighter, as popular ones near the
-    /// front. With equal weights nothing is heavier than `front`: always `front`.
+    /// front. With equal weights nothing is heavier than `front`: always `front`. In a
+    /// probation longer than [`VICTIM_SKIP_LEN`], a `front` weighing at least probation's
+    /// average is taken without a walk (few entries are strictly heavier, and the walk is
+    /// the cost of a mixed-size evicting put there).
     fn heavier_victim(&self, front: EntryId) -> EntryId {
         if !self.weights_vary {
             return front;
         }
         let probation = &self.queues[Place::Probation as usize];
         let fm = self.meta[front as usize];
+        // A front at least as heavy as probation's average has few strictly heavier entries
+        // behind it: in a long probation, where the walk is a chain of cache misses, skip it.
+        let len = probation.len();
+        if len > VICTIM_SKIP_LEN
+            && u128::from(fm.weight) * len as u128
+                >= u128::from(self.weights[Place::Probation as usize])
+        {
+            return front;
+        }
         let mut f_front = None;
         let (mut best, mut best_weight) = (front, fm.weight);
         let mut at = probation.next(&self.links, front);

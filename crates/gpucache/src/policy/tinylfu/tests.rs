@@ -294,6 +294,23 @@ fn a_heavier_dominated_entry_is_evicted_before_the_front() {
 }
 
 #[test]
+fn a_long_probation_walks_only_behind_a_light_front() {
+    // Past VICTIM_SKIP_LEN entries, a front at least as heavy as the average is evicted
+    // without a walk; a lighter one still finds the heavier entry behind it.
+    let mut weights = vec![10; VICTIM_SKIP_LEN + 1];
+    weights[0] = 20;
+    weights[5] = 40;
+    let p = probation_of(&weights);
+    assert_eq!(p.heavier_victim(0), 0, "front above the average: no walk");
+    weights[0] = 5;
+    let p = probation_of(&weights);
+    assert_eq!(p.heavier_victim(0), 5, "front below the average: walked");
+    // A short probation always walks.
+    let p = probation_of(&[20, 10, 40]);
+    assert_eq!(p.heavier_victim(0), 2);
+}
+
+#[test]
 fn equal_weights_always_evict_the_front() {
     let mut p = probation_of(&[8; 20]);
     assert!(!p.weights_vary);
