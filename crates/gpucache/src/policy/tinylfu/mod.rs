@@ -252,6 +252,13 @@ impl TinyLfu {
         self.weights[m.place as usize] -= m.weight;
     }
 
+    /// A resident entry's estimated accesses: its sketch count plus the hits not yet
+    /// folded into it.
+    fn accesses(&self, id: EntryId) -> u64 {
+        self.sketch.estimate(self.meta[id as usize].key_hash)
+            + u64::from(self.pending[id as usize].load(Ordering::Relaxed))
+    }
+
     /// Whether the candidate should displace the victim and, if it weighs more, the
     /// probation entries behind the victim that it would also push out (at most
     /// [`MAX_VICTIMS`]): it must be estimated more accesses than all of them together, plus
@@ -265,10 +272,8 @@ impl TinyLfu {
         let (mut weight, mut freq, mut at) = (0u64, 0u64, Some(victim));
         for _ in 0..MAX_VICTIMS {
             let Some(v) = at else { break };
-            let m = self.meta[v as usize];
-            let pending = u64::from(self.pending[v as usize].load(Ordering::Relaxed));
-            weight += m.weight;
-            freq += self.sketch.estimate(m.key_hash) + pending;
+            weight += self.meta[v as usize].weight;
+            freq += self.accesses(v);
             if weight >= c.weight || fc <= freq + ADMIT_MARGIN {
                 break;
             }
@@ -297,8 +302,7 @@ impl TinyLfu {
             // Not dominated whatever the counts: spare the estimates (unit weights end here).
             return false;
         }
-        let fv = self.sketch.estimate(vm.key_hash)
-            + u64::from(self.pending[v as usize].load(Ordering::Relaxed));
+        let fv = self.accesses(v);
         dominated(cm.weight, self.sketch.estimate(cm.key_hash), vm.weight, fv)
     }
 
@@ -341,10 +345,7 @@ impl TinyLfu {
             if m.weight <= best_weight || self.pending[e as usize].load(Ordering::Relaxed) != 0 {
                 continue;
             }
-            let ff = *f_front.get_or_insert_with(|| {
-                self.sketch.estimate(fm.key_hash)
-                    + u64::from(self.pending[front as usize].load(Ordering::Relaxed))
-            });
+            let ff = *f_front.get_or_insert_with(|| self.accesses(front));
             if dominated(m.weight, self.sketch.estimate(m.key_hash), fm.weight, ff) {
                 (best, best_weight) = (e, m.weight);
             }
