@@ -24,7 +24,7 @@ fuzz_target!(|data: &[u8]| {
     // The hash table's header and pages (`seg-table.hix`): a header re-encodes to the bytes
     // its CRC covers; a page never claims more slots than it holds.
     if let Ok(header) = decode_table_header(data) {
-        let covered = 48 + header.segs.len() * 40 + 4;
+        let covered = 48 + header.segs.len() * 40 + header.meta.len() + 4;
         assert!(header.header_len as usize <= data.len());
         assert_eq!(encode_table_header(&header)[..covered], data[..covered]);
     }

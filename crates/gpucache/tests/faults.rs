@@ -333,15 +333,32 @@ fn read_only_child(dir: &Path, entries: u32) {
 
 #[test]
 fn a_read_only_directory_serves_what_is_there_and_writes_nothing() {
+    read_only_directory(false);
+}
+
+/// The same through the hash table: such an open asks whether it may write only when first
+/// needed (here: the statistics), not at the open.
+#[test]
+fn a_read_only_directory_with_a_table_serves_what_is_there_and_writes_nothing() {
+    read_only_directory(true);
+}
+
+fn read_only_directory(with_table: bool) {
     const ENTRIES: u32 = 200;
     let tmp = open_tempdir();
     let dir = tmp.path().join("cache");
     {
-        let cache = builder(&dir).max_segment_bytes(64 << 10).open().unwrap();
+        let min_entries = if with_table { 0 } else { 4096 };
+        let cache = builder(&dir)
+            .max_segment_bytes(64 << 10)
+            .open_table_min_entries(min_entries)
+            .open()
+            .unwrap();
         for id in 0..ENTRIES {
             cache.insert(&key(id), value_for(id, 1, 900)).unwrap();
         }
     }
+    assert_eq!(dir.join("seg-table.hix").exists(), with_table);
     make_read_only(&dir);
     let before = listing(&dir);
     let exe = exe_for_nobody(tmp.path());

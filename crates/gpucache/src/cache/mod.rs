@@ -32,7 +32,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 
 use crate::disk::{
-    check_owner, check_owner_stat, identity_subdir, DirAccess, DiskConfig, DiskTier,
+    check_owner, check_owner_open, identity_subdir, DirAccess, DirHandle, DiskConfig, DiskTier,
 };
 use crate::hash::KeyHasher;
 use crate::identity::MAX_IDENTITY_LEN;
@@ -273,7 +273,7 @@ impl CacheBuilder {
             ));
         }
         // The cache directory's `stat` for the owner check also serves the disk tier's open.
-        let mut dir_stat = None;
+        let (mut dir_stat, mut dir_fd) = (None, DirHandle::default());
         if let (Some(root), Some(dir), false) = (
             &self.dir,
             self.resolved_directory(),
@@ -282,7 +282,7 @@ impl CacheBuilder {
             if *root != dir {
                 check_owner(&[root])?;
             }
-            dir_stat = check_owner_stat(&dir)?;
+            (dir_stat, dir_fd) = check_owner_open(&dir)?;
         }
         let memory = Arc::new(self.memory.clone().build()?);
         let has_lower = self.dir.is_some() || !self.tiers.is_empty();
@@ -311,6 +311,7 @@ impl CacheBuilder {
         if let Some(dir) = self.resolved_directory() {
             let cfg = DiskConfig {
                 dir_stat,
+                dir_fd,
                 ..self.disk_config(dir)
             };
             match DiskTier::open(cfg) {
@@ -346,6 +347,7 @@ impl CacheBuilder {
             allow_foreign_owner: self.allow_foreign_owner,
             table_min_entries: self.open_table_min_entries,
             dir_stat: None,
+            dir_fd: DirHandle::default(),
         }
     }
 }

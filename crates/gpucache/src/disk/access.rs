@@ -149,7 +149,8 @@ pub(crate) fn euid() -> u32 {
 /// Whether `uid` may own a directory this process writes to: itself, or root (who can change
 /// any file this process reads anyway).
 fn trusted_owner(uid: u32) -> bool {
-    uid == euid() || uid == 0
+    // Root first: no `geteuid` call for a directory root owns.
+    uid == 0 || uid == euid()
 }
 
 /// Refuses each of `dirs` that exists and is owned by a user this process does not trust
@@ -180,6 +181,49 @@ pub(crate) fn check_owner_stat(dir: &Path) -> Result<Option<fs::Metadata>> {
         Ok(m) => Ok(Some(m)),
         Err(_) => Ok(None),
     }
+}
+
+/// The cache directory as the owner check opened it, for the disk tier's open: its descriptor
+/// serves the open's `stat`, listing and file opens. A clone carries no descriptor, so that
+/// one open alone reads its entries (a descriptor lists from where its last listing stopped).
+#[derive(Debug, Default)]
+pub(crate) struct DirHandle(Option<File>);
+
+impl DirHandle {
+    pub(crate) fn take(&mut self) -> Option<File> {
+        self.0.take()
+    }
+}
+
+impl Clone for DirHandle {
+    fn clone(&self) -> DirHandle {
+        DirHandle(None)
+    }
+}
+
+/// [`check_owner_stat`] through a descriptor of `dir`, which it also returns (one open and
+/// one `fstat`, where the tier's open would otherwise open it again to list it). Falls back
+/// to a `stat` by path where `dir` cannot be opened (no read permission, not a directory).
+pub(crate) fn check_owner_open(dir: &Path) -> Result<(Option<fs::Metadata>, DirHandle)> {
+    use rustix::fs::{Mode, OFlags};
+    // O_DIRECTORY: anything else fails here (a FIFO is never opened, so never waited on).
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let file = match rustix::fs::open(dir, flags, Mode::empty()) {
+        Ok(fd) => File::from(fd),
+        Err(rustix::io::Errno::NOENT) => return Ok((None, DirHandle(None))),
+        Err(_) => return check_owner_stat(dir).map(|m| (m, DirHandle(None))),
+    };
+    let Ok(m) = file.metadata() else {
+        return check_owner_stat(dir).map(|m| (m, DirHandle(None)));
+    };
+    if !trusted_owner(m.uid()) {
+        return Err(Error::ForeignOwner {
+            path: dir.to_path_buf(),
+            owner: m.uid(),
+            euid: euid(),
+        });
+    }
+    Ok((Some(m), DirHandle(Some(file))))
 }
 
 /// The owner check for a directory in use: an error when `dir` now belongs to an untrusted

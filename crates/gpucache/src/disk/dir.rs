@@ -11,6 +11,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, ErrorKind, Write};
+use std::os::fd::BorrowedFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -36,30 +37,101 @@ pub(crate) fn is_identity_subdir_name(name: &str) -> bool {
         .is_some_and(|h| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
+/// The cache directory as an open names its files in it: through the descriptor the owner
+/// check opened (a shorter path walk per call, and the same directory throughout), else by
+/// path.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct At<'a> {
+    fd: Option<BorrowedFd<'a>>,
+    dir: &'a Path,
+}
+
+impl<'a> At<'a> {
+    pub(crate) fn new(fd: Option<BorrowedFd<'a>>, dir: &'a Path) -> At<'a> {
+        At { fd, dir }
+    }
+
+    pub(crate) fn path(dir: &'a Path) -> At<'a> {
+        At { fd: None, dir }
+    }
+
+    pub(crate) fn fd(&self) -> Option<BorrowedFd<'a>> {
+        self.fd
+    }
+
+    /// The descriptor and path a `*at` call takes for the file `name`.
+    fn at(&self, name: &str) -> (BorrowedFd<'a>, PathBuf) {
+        match self.fd {
+            Some(fd) => (fd, PathBuf::from(name)),
+            None => (rustix::fs::CWD, self.dir.join(name)),
+        }
+    }
+
+    /// Opens the file `name` for reading.
+    pub(crate) fn open(&self, name: &str) -> io::Result<File> {
+        use rustix::fs::{Mode, OFlags};
+        let (fd, path) = self.at(name);
+        let file = rustix::fs::openat(fd, &path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
+        Ok(File::from(file))
+    }
+
+    /// The inode of the file `name` (one `stat`, following no symbolic link); `None` if it is
+    /// missing.
+    pub(crate) fn ino(&self, name: &str) -> io::Result<Option<u64>> {
+        let (fd, path) = self.at(name);
+        match rustix::fs::statat(fd, &path, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => Ok(Some(st.st_ino)),
+            Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Segment ids that have an index file, read from `fd`, a descriptor of the directory whose
+/// entries were never read (`getdents` goes on from where the last call stopped): its
+/// entries until the call that returns none (a short read does not mean the end on every
+/// file system).
+pub(crate) fn list_segments_fd(fd: BorrowedFd<'_>) -> io::Result<Vec<u32>> {
+    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 16 << 10];
+    let mut iter = rustix::fs::RawDir::new(fd, &mut buf);
+    let mut ids = Vec::new();
+    while let Some(entry) = iter.next() {
+        let entry = entry?;
+        if let Some(id) = entry.file_name().to_str().ok().and_then(index_file_id) {
+            ids.push(id);
+        }
+    }
+    ids.sort_unstable();
+    Ok(ids)
+}
+
+/// The segment id of an index file's name (`seg-XXXXXXXX.idx`).
+fn index_file_id(name: &str) -> Option<u32> {
+    let hex = name.strip_prefix("seg-")?.strip_suffix(".idx")?;
+    if hex.len() != 8 {
+        return None;
+    }
+    u32::from_str_radix(hex, 16).ok()
+}
+
 pub(crate) fn data_path(dir: &Path, seg: u32) -> PathBuf {
     dir.join(format!("seg-{seg:08x}.dat"))
 }
 
 pub(crate) fn index_path(dir: &Path, seg: u32) -> PathBuf {
-    dir.join(format!("seg-{seg:08x}.idx"))
+    dir.join(index_name(seg))
+}
+
+pub(crate) fn index_name(seg: u32) -> String {
+    format!("seg-{seg:08x}.idx")
 }
 
 /// Segment ids that have an index file (a segment is visible once its index exists).
 pub(crate) fn list_segments(dir: &Path) -> io::Result<Vec<u32>> {
     let mut ids = Vec::new();
     for entry in fs::read_dir(dir)? {
-        let name = entry?.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let Some(hex) = name
-            .strip_prefix("seg-")
-            .and_then(|n| n.strip_suffix(".idx"))
-        else {
-            continue;
-        };
-        if hex.len() == 8 {
-            if let Ok(id) = u32::from_str_radix(hex, 16) {
-                ids.push(id);
-            }
+        if let Some(id) = entry?.file_name().to_str().and_then(index_file_id) {
+            ids.push(id);
         }
     }
     ids.sort_unstable();
@@ -146,11 +218,10 @@ pub(crate) fn read_meta(dir: &Path) -> io::Result<Option<Identity>> {
     }
 }
 
-/// Reads the meta file with one open, `fstat` and read (`fs::read` makes two reads and a
-/// second `fstat` is needed for the inode): its identity (`None` if it is unreadable as a
-/// meta file) and its inode; `Ok(None)` if it is missing. The file is replaced by rename,
-/// never written in place, so the inode names these bytes.
-pub(crate) fn read_meta_ino(dir: &Path) -> io::Result<Option<(Option<Identity>, u64)>> {
+/// Reads the meta file with one open, `fstat` and read: its bytes and its inode; `Ok(None)`
+/// if it is missing. The file is replaced by rename, never written in place, so the inode
+/// names these bytes.
+pub(crate) fn read_meta_ino(dir: &Path) -> io::Result<Option<(Vec<u8>, u64)>> {
     let mut file = match File::open(dir.join(META_FILE)) {
         Ok(f) => f,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
@@ -171,7 +242,8 @@ pub(crate) fn read_meta_ino(dir: &Path) -> io::Result<Option<(Option<Identity>, 
             Err(e) => return Err(e),
         }
     }
-    Ok(Some((format::decode_meta(&bytes[..len]).ok(), m.ino())))
+    bytes.truncate(len);
+    Ok(Some((bytes, m.ino())))
 }
 
 /// Writes the meta file atomically: temporary file, fsync, rename, fsync of the directory.
@@ -215,11 +287,12 @@ pub(crate) fn remove_if_present(path: &Path) -> io::Result<()> {
 /// on a file system mounted for writing): one `faccessat2`. `false` also when that cannot be
 /// told (an older kernel emulated for a setuid process, a sandbox refusing the call): then
 /// [`open_lock`] decides.
-pub(crate) fn lock_writable(dir: &Path) -> bool {
-    use rustix::fs::{Access, AtFlags, CWD};
+pub(crate) fn lock_writable(at: At<'_>) -> bool {
+    use rustix::fs::{Access, AtFlags};
+    let (fd, path) = at.at(LOCK_FILE);
     rustix::fs::accessat(
-        CWD,
-        dir.join(LOCK_FILE),
+        fd,
+        path,
         Access::READ_OK | Access::WRITE_OK,
         AtFlags::EACCESS,
     )

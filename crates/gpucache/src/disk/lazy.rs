@@ -24,9 +24,10 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use parking_lot::{Mutex, RwLock};
 
-use super::dir;
+use super::dir::{self, At};
 use super::format::{
-    decode_index_entry, decode_segment_header, SegmentFile, INDEX_ENTRY_LEN, SEGMENT_HEADER_LEN,
+    decode_index_entry, decode_meta, decode_segment_header, SegmentFile, INDEX_ENTRY_LEN,
+    SEGMENT_HEADER_LEN,
 };
 use super::index::{Index, Loc};
 use super::table::{self, Found, Table, TableSeg};
@@ -76,27 +77,21 @@ pub(super) struct Cover {
 }
 
 impl DiskTier {
-    /// At open: serves lookups through the directory's table if it is sound and describes
-    /// this directory's files; whether it does. The caller then refreshes, which reads the
-    /// index-file tails past the table's watermarks into the overlay.
-    pub(super) fn open_lazy(&self, meta_ino: Option<u64>) -> io::Result<Option<Vec<u32>>> {
-        let Some(table) = Table::open(&self.cfg.dir)? else {
-            return Ok(None);
-        };
+    /// At open: serves lookups through `table`, which vouched for the meta file (the caller
+    /// checked), if it describes this directory's files (`at`: its descriptor, never listed
+    /// before, or its path); whether it does, and the listing it was checked against. The
+    /// caller then refreshes, which reads the index-file tails past the table's watermarks
+    /// into the overlay.
+    pub(super) fn open_lazy(&self, at: At<'_>, table: Table) -> io::Result<Option<Vec<u32>>> {
         let h = &table.header;
         if let Some(last) = h.segs.last() {
             // Never reuse an id the table names, whether or not it is trusted.
             self.index.write().note_id(last.id);
         }
-        // The inode of the meta file this process checked, if it read it; else as of now.
-        let meta_ino = match meta_ino {
-            Some(ino) => ino,
-            None => fs::metadata(self.cfg.dir.join(dir::META_FILE))?.ino(),
+        let ids = match at.fd() {
+            Some(fd) => dir::list_segments_fd(fd)?,
+            None => dir::list_segments(&self.cfg.dir)?,
         };
-        if meta_ino != h.meta_ino {
-            return Ok(None);
-        }
-        let ids = dir::list_segments(&self.cfg.dir)?;
         let covered_max = h.segs.last().map_or(0, |s| s.id);
         let in_table = |id: u32| h.segs.binary_search_by_key(&id, |s| s.id).is_ok();
         if ids.iter().any(|&id| id <= covered_max && !in_table(id)) {
@@ -116,7 +111,7 @@ impl DiskTier {
             }
             // Opened once: its length and identity, its last covered entry, and (kept for
             // the refresh that follows the open) the entries written after the table.
-            let file = match File::open(dir::index_path(&self.cfg.dir, s.id)) {
+            let file = match at.open(&dir::index_name(s.id)) {
                 Ok(f) => f,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(e),
@@ -403,13 +398,20 @@ impl DiskTier {
         }
         let live = ix.live_entries();
         drop(ix);
-        let meta_ino = fs::metadata(self.cfg.dir.join(dir::META_FILE))?.ino();
+        // The meta file's inode and bytes, which the table vouches for at open: ours (this
+        // writer holds the lock and checked it when the batch began).
+        let Some((meta, meta_ino)) = dir::read_meta_ino(&self.cfg.dir)? else {
+            return Ok(());
+        };
+        if decode_meta(&meta).ok().as_ref() != Some(&self.cfg.identity) {
+            return Ok(());
+        }
         let new_cover = Cover {
             segs: segs.iter().map(|s| (s.id, s.idx_len)).collect(),
             entries: live.len() as u64,
             wrote: false,
         };
-        let bytes = table::encode_table(meta_ino, segs, &live)
+        let bytes = table::encode_table(meta_ino, meta, segs, &live)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
         table::write_table(&self.cfg.dir, &bytes)?;
         *cover = new_cover;
@@ -458,17 +460,27 @@ mod tests {
     use crate::tier::{Tier, WriteContext, WriteOp};
     use crate::{Identity, Lookup};
 
+    /// Opens `dir` as a cache does: through the descriptor its owner check opened.
     fn open(dir: &Path) -> DiskTier {
+        open_as(dir, Identity::default(), true)
+    }
+
+    fn open_as(dir: &Path, identity: Identity, through_fd: bool) -> DiskTier {
+        let (dir_stat, dir_fd) = match through_fd {
+            true => super::super::check_owner_open(dir).unwrap(),
+            false => (None, Default::default()),
+        };
         DiskTier::open(DiskConfig {
             dir: dir.to_path_buf(),
-            identity: Identity::default(),
+            identity,
             max_bytes: 1 << 30,
             max_entries: u64::MAX,
             segment_bytes: 64 << 10,
             access: crate::DirAccess::Private,
             allow_foreign_owner: false,
             table_min_entries: 0,
-            dir_stat: None,
+            dir_stat,
+            dir_fd,
         })
         .unwrap()
     }
@@ -520,6 +532,11 @@ mod tests {
     #[test]
     fn an_open_serves_through_the_table_without_reading_the_index_files() {
         let dir = populated();
+        // By path (an owner check that could not open the directory) as well.
+        let by_path = open_as(dir.path(), Identity::default(), false);
+        assert!(!by_path.index_is_full(), "served through the table");
+        assert_eq!(get(&by_path, 3), Some(value(3, 1)));
+        drop(by_path);
         let disk = open(dir.path());
         assert!(!disk.index_is_full(), "served through the table");
         assert_eq!(disk.index.read().totals().0, 0, "no index entry read");
@@ -701,6 +718,44 @@ mod tests {
         assert!(!reopened.index_is_full());
         assert_eq!(get(&reopened, 150), Some(value(150, 3)));
         assert_eq!(get(&reopened, 500), None);
+    }
+
+    /// The table vouches for the meta file only while that file's inode is the one it
+    /// names and its identity, held in the table, is the opener's.
+    #[test]
+    fn a_table_vouches_only_for_its_own_meta_file_and_identity() {
+        let dir = populated();
+        let meta = dir.path().join(dir::META_FILE);
+        // The same bytes under a new inode: read and found ours, but the table is not used.
+        let copy = dir.path().join("meta.copy");
+        fs::copy(&meta, &copy).unwrap();
+        fs::rename(&copy, &meta).unwrap();
+        let disk = open(dir.path());
+        assert!(disk.index_is_full(), "the table vouched for another inode");
+        assert_eq!(get(&disk, 4), Some(value(4, 1)));
+        write(&disk, &[(1, Some(1))]);
+        drop(disk); // Rewrites the table for the new inode.
+        assert!(!open(dir.path()).index_is_full(), "the new table is used");
+        // A table holding another identity (same inode): not used, the meta file decides.
+        let path = table::table_path(dir.path());
+        let mut bytes = fs::read(&path).unwrap();
+        let mut header = table::decode_header(&bytes).unwrap();
+        header.meta = super::super::format::encode_meta(&Identity::new(b"other".to_vec()));
+        let encoded = table::encode_header(&header);
+        bytes[..encoded.len()].copy_from_slice(&encoded);
+        fs::write(&path, &bytes).unwrap();
+        let disk = open(dir.path());
+        assert!(
+            disk.index_is_full(),
+            "the table vouched for another identity"
+        );
+        assert_eq!(get(&disk, 5), Some(value(5, 1)));
+        // Another identity opening: the table does not vouch, the meta file is read, and
+        // the directory is wiped for it.
+        let dir = populated();
+        let other = open_as(dir.path(), Identity::new(b"other".to_vec()), true);
+        assert_eq!(get(&other, 5), None);
+        assert_eq!(other.disk_stats().entries, 0);
     }
 
     fn disk_hash_of(i: u32) -> u64 {

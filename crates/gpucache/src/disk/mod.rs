@@ -30,7 +30,7 @@ mod write;
 
 pub use access::DirAccess;
 pub use access::{access_report, AccessReport};
-pub(crate) use access::{check_owner, check_owner_stat};
+pub(crate) use access::{check_owner, check_owner_open, DirHandle};
 pub(crate) use dir::identity_subdir;
 pub use stats::DiskStats;
 pub use stream::MetadataStream;

@@ -200,6 +200,7 @@ impl DiskTier {
 
     /// Brings `target` up to date with the index files (the caller holds `refresh_gate`).
     pub(super) fn refresh_into(&self, target: &RwLock<Index>, locked: bool) -> io::Result<()> {
+        drop(self.spent_file.lock().take());
         let ids = match dir::list_segments(&self.cfg.dir) {
             Ok(ids) => ids,
             Err(e) if e.kind() == ErrorKind::NotFound => Vec::new(),
@@ -238,18 +239,36 @@ impl DiskTier {
     ) -> io::Result<()> {
         // The index file the open through the table checked, if this is it.
         let opened = self.opened_index.lock().take();
-        let (file, meta) = match opened.filter(|(seg, ..)| *seg == id) {
-            Some((_, file, meta)) => (file, meta),
-            None => {
-                let file = match File::open(dir::index_path(&self.cfg.dir, id)) {
-                    Ok(f) => f,
-                    Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
-                    Err(e) => return Err(e),
-                };
-                let meta = file.metadata()?;
-                (file, meta)
-            }
+        if let Some((_, file, meta)) = opened.filter(|(seg, ..)| *seg == id) {
+            let result = self.refresh_segment_file(target, id, locked, newest, &file, &meta);
+            self.defer_close(file);
+            return result;
+        }
+        let file = match File::open(dir::index_path(&self.cfg.dir, id)) {
+            Ok(f) => f,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
         };
+        let meta = file.metadata()?;
+        self.refresh_segment_file(target, id, locked, newest, &file, &meta)
+    }
+
+    /// Keeps a file the open used until the next refresh or the full index build closes it:
+    /// a `close` then costs nothing on the way to the first hit.
+    pub(super) fn defer_close(&self, file: File) {
+        *self.spent_file.lock() = Some(file);
+    }
+
+    /// [`Self::refresh_segment`] of the open index file `file`, whose `fstat` is `meta`.
+    fn refresh_segment_file(
+        &self,
+        target: &RwLock<Index>,
+        id: u32,
+        locked: bool,
+        newest: bool,
+        file: &File,
+        meta: &std::fs::Metadata,
+    ) -> io::Result<()> {
         let (len, ino) = (meta.len(), meta.ino());
         let known = target.read().segs().get(&id).copied();
         if known.is_some_and(|info| info.idx_ino != ino || info.idx_consumed > len) {
@@ -480,6 +499,7 @@ mod tests {
             allow_foreign_owner: false,
             table_min_entries: 0,
             dir_stat: None,
+            dir_fd: Default::default(),
         })
         .unwrap()
     }

@@ -13,17 +13,21 @@ use std::io::{self, ErrorKind, Write as _};
 use std::path::{Path, PathBuf};
 
 use super::access;
-use super::format::FORMAT_VERSION;
+use super::dir::At;
+use super::format::{decode_meta, FORMAT_VERSION};
 use super::index::Loc;
 use super::read::read_up_to;
 use crate::codec::{strip_crc32c, FormatError, LeReader, LeWriter};
+use crate::identity::MAX_IDENTITY_LEN;
+use crate::Identity;
 
 /// The table's file name: `seg-` so that every wipe (of any version) removes it with the
 /// segments; not a segment or stream name.
 pub(crate) const TABLE_FILE: &str = "seg-table.hix";
 const MAGIC: [u8; 8] = *b"GPUCHTBL";
-/// Version of the table's own layout.
-pub const TABLE_VERSION: u32 = 1;
+/// Version of the table's own layout. 2 added the meta file's bytes (a table of another
+/// version is ignored, and rewritten by the next writer: it is a derived file).
+pub const TABLE_VERSION: u32 = 2;
 /// Bytes per page, and the unit of the header's length.
 pub const PAGE_LEN: usize = 4096;
 const PAGE_HEADER_LEN: usize = 8;
@@ -36,6 +40,8 @@ const FIXED_HEADER_LEN: usize = 48;
 const SEG_LEN: usize = 40;
 /// At most this many segments (a header of 40 MiB), a bound a reader checks before allocating.
 const MAX_SEGMENTS: usize = 1 << 20;
+/// The longest meta file: its 32-byte header, the longest identity and the CRC.
+const MAX_META_LEN: usize = 32 + MAX_IDENTITY_LEN + 4;
 /// Page flag: more entries hashed to this page than it holds; a key absent from it is unknown.
 const PAGE_OVERFLOWED: u16 = 1;
 
@@ -66,6 +72,18 @@ pub struct TableHeader {
     pub meta_ino: u64,
     /// Ascending ids.
     pub segs: Vec<TableSeg>,
+    /// The bytes of that meta file, as the writer (holding the lock, having checked it) saw
+    /// them. A meta file is only ever replaced by rename, so while its inode is the one named
+    /// here, these are its bytes: an open checks its identity here instead of reading it.
+    pub meta: Vec<u8>,
+}
+
+impl TableHeader {
+    /// Whether this table was written for the meta file of inode `meta_ino` and that file
+    /// names `identity` (a meta file is replaced only by rename, never written in place).
+    pub(crate) fn vouches_for(&self, meta_ino: u64, identity: &Identity) -> bool {
+        self.meta_ino == meta_ino && decode_meta(&self.meta).is_ok_and(|m| m == *identity)
+    }
 }
 
 /// One slot: where a key's latest value record is.
@@ -120,20 +138,28 @@ pub fn declared_header_len(b: &[u8]) -> Result<usize, FormatError> {
     }
     let header_len = r.u32()? as usize;
     r.skip(20)?;
-    let segs = r.u32()? as usize;
+    let (segs, meta) = (r.u32()? as usize, r.u32()? as usize);
     if segs > MAX_SEGMENTS {
         return Err(FormatError::Invalid("table segments"));
     }
-    if !header_len.is_multiple_of(PAGE_LEN) || header_len < FIXED_HEADER_LEN + segs * SEG_LEN + 4 {
+    if meta > MAX_META_LEN {
+        return Err(FormatError::Invalid("table meta length"));
+    }
+    if !header_len.is_multiple_of(PAGE_LEN) || header_len < covered_len(segs, meta) + 4 {
         return Err(FormatError::Invalid("table header length"));
     }
     Ok(header_len)
 }
 
+/// Bytes of a header before its CRC, for `segs` segments and a meta file of `meta` bytes.
+pub fn covered_len(segs: usize, meta: usize) -> usize {
+    FIXED_HEADER_LEN + segs * SEG_LEN + meta
+}
+
 /// Layout: `magic[8] table_version:u32 format_version:u32 header_len:u32 pages:u32
-/// entries:u64 meta_ino:u64 segments:u32 reserved:u32`, then per segment `id:u32
-/// last_entry_crc:u32 idx_len:u64 data_end:u64 idx_ino:u64 idx_btime:u64`, then the CRC32C of all
-/// that, then zeros up to `header_len`.
+/// entries:u64 meta_ino:u64 segments:u32 meta_len:u32`, then per segment `id:u32
+/// last_entry_crc:u32 idx_len:u64 data_end:u64 idx_ino:u64 idx_btime:u64`, then the meta
+/// file's `meta_len` bytes, then the CRC32C of all that, then zeros up to `header_len`.
 pub fn encode_header(h: &TableHeader) -> Vec<u8> {
     let mut b = Vec::with_capacity(h.header_len as usize);
     let mut w = LeWriter::new(&mut b);
@@ -145,7 +171,7 @@ pub fn encode_header(h: &TableHeader) -> Vec<u8> {
         .u64(h.entries)
         .u64(h.meta_ino)
         .u32(h.segs.len() as u32)
-        .u32(0);
+        .u32(h.meta.len() as u32);
     for s in &h.segs {
         w.u32(s.id)
             .u32(s.last_entry_crc)
@@ -154,7 +180,7 @@ pub fn encode_header(h: &TableHeader) -> Vec<u8> {
             .u64(s.idx_ino)
             .u64(s.idx_btime);
     }
-    w.crc32c_from(0);
+    w.bytes(&h.meta).crc32c_from(0);
     b.resize(h.header_len as usize, 0);
     b
 }
@@ -168,11 +194,8 @@ pub fn decode_header(b: &[u8]) -> Result<TableHeader, FormatError> {
     let mut r = LeReader::new(b);
     r.skip(20)?;
     let (pages, entries, meta_ino) = (r.u32()?, r.u64()?, r.u64()?);
-    let n = r.u32()? as usize;
-    if r.u32()? != 0 {
-        return Err(FormatError::Invalid("table reserved"));
-    }
-    strip_crc32c(&b[..FIXED_HEADER_LEN + n * SEG_LEN + 4])?;
+    let (n, meta_len) = (r.u32()? as usize, r.u32()? as usize);
+    strip_crc32c(&b[..covered_len(n, meta_len) + 4])?;
     if pages == 0 {
         return Err(FormatError::Invalid("table pages"));
     }
@@ -198,6 +221,7 @@ pub fn decode_header(b: &[u8]) -> Result<TableHeader, FormatError> {
         entries,
         meta_ino,
         segs,
+        meta: r.bytes(meta_len)?.to_vec(),
     })
 }
 
@@ -232,23 +256,29 @@ pub fn decode_page(b: &[u8]) -> Result<(Vec<Slot>, bool), FormatError> {
 }
 
 /// Encodes a whole table: header, then the pages the live entries hash to.
+/// `meta_ino` and `meta`: the directory's meta file's inode and bytes.
 pub fn encode_table(
     meta_ino: u64,
+    meta: Vec<u8>,
     segs: Vec<TableSeg>,
     live: &[(u64, Loc)],
 ) -> Result<Vec<u8>, FormatError> {
     if segs.len() > MAX_SEGMENTS {
         return Err(FormatError::Invalid("table segments"));
     }
+    if meta.len() > MAX_META_LEN {
+        return Err(FormatError::Invalid("table meta length"));
+    }
     let pages = live.len().div_ceil(TARGET_FILL).max(1);
     let pages = u32::try_from(pages).map_err(|_| FormatError::Invalid("table pages"))?;
-    let header_len = (FIXED_HEADER_LEN + segs.len() * SEG_LEN + 4).next_multiple_of(PAGE_LEN);
+    let header_len = (covered_len(segs.len(), meta.len()) + 4).next_multiple_of(PAGE_LEN);
     let header = TableHeader {
         header_len: header_len as u32,
         pages,
         entries: live.len() as u64,
         meta_ino,
         segs,
+        meta,
     };
     let mut out = encode_header(&header);
     out.resize(header_len + pages as usize * PAGE_LEN, 0);
@@ -292,8 +322,14 @@ pub(crate) struct Table {
 
 impl Table {
     /// Opens and checks the table of `dir`: `None` if there is none or it does not decode.
+    #[cfg(test)]
     pub(crate) fn open(dir: &Path) -> io::Result<Option<Table>> {
-        let file = match File::open(table_path(dir)) {
+        Table::open_at(At::path(dir))
+    }
+
+    /// [`Table::open`] of the directory `at` names.
+    pub(crate) fn open_at(at: At<'_>) -> io::Result<Option<Table>> {
+        let file = match at.open(TABLE_FILE) {
             Ok(f) => f,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
@@ -389,30 +425,32 @@ mod tests {
             idx_btime: 9,
             last_entry_crc: 0x0a0b_0c0d,
         };
-        let bytes = encode_table(3, vec![seg], &[(0x0102_0304_0506_0708, loc(1, 32))]).unwrap();
+        let live = [(0x0102_0304_0506_0708, loc(1, 32))];
+        let bytes = encode_table(3, b"META".to_vec(), vec![seg], &live).unwrap();
         assert_eq!(bytes.len(), 2 * PAGE_LEN);
         assert_eq!(
-            hex(&bytes[..92]),
+            hex(&bytes[..96]),
             concat!(
                 "475055434854424c",
-                "01000000",
+                "02000000",
                 "02000000",
                 "00100000",
                 "01000000",
                 "0100000000000000",
                 "0300000000000000",
                 "01000000",
-                "00000000",
+                "04000000",
                 "01000000",
                 "0d0c0b0a",
                 "3800000000000000",
                 "9800000000000000",
                 "0700000000000000",
                 "0900000000000000",
-                "8a443a99"
+                "4d455441",
+                "96e30e74"
             )
         );
-        assert!(bytes[92..PAGE_LEN].iter().all(|&b| b == 0));
+        assert!(bytes[96..PAGE_LEN].iter().all(|&b| b == 0));
         let page = &bytes[PAGE_LEN..];
         assert_eq!(
             hex(&page[..32]),
@@ -449,9 +487,14 @@ mod tests {
             idx_btime: 0,
             last_entry_crc: 0,
         }];
-        let bytes = encode_table(5, segs.clone(), &live).unwrap();
+        let meta = crate::disk::format::encode_meta(&Identity::new(b"gpu".to_vec()));
+        let bytes = encode_table(5, meta.clone(), segs.clone(), &live).unwrap();
         let header = decode_header(&bytes).unwrap();
         assert_eq!(header.segs, segs);
+        assert_eq!(header.meta, meta);
+        assert!(header.vouches_for(5, &Identity::new(b"gpu".to_vec())));
+        assert!(!header.vouches_for(6, &Identity::new(b"gpu".to_vec())));
+        assert!(!header.vouches_for(5, &Identity::new(b"gpu2".to_vec())));
         assert_eq!(header.entries, 5000);
         let dir = tempfile::tempdir().unwrap();
         write_table(dir.path(), &bytes).unwrap();
@@ -491,7 +534,7 @@ mod tests {
     fn a_full_page_is_marked_and_answers_unknown() {
         // Every entry in one page.
         let live: Vec<(u64, Loc)> = (0..200u64).map(|i| (i, loc(1, i as u32))).collect();
-        let bytes = encode_table(0, vec![], &live).unwrap();
+        let bytes = encode_table(0, Vec::new(), vec![], &live).unwrap();
         let header = decode_header(&bytes).unwrap();
         assert_eq!(header.pages, 2);
         let (slots, overflowed) = decode_page(&bytes[PAGE_LEN..2 * PAGE_LEN]).unwrap();

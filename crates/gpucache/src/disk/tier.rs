@@ -7,19 +7,21 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, ErrorKind};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use super::access::{self, DirAccess};
-use super::dir;
+use super::access::{self, DirAccess, DirHandle};
+use super::dir::{self, At};
 use super::format::{INDEX_ENTRY_LEN, MAX_KEY_LEN, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
 use super::index::Index;
 use super::lazy::{Cover, Lazy};
 use super::stats::{DiskCounters, DiskStats};
+use super::table::Table;
 use super::write::{Active, Batch, WriteBuffers};
 use crate::tier::{PreloadSink, Queued, Tier, TierStats, WriteContext, WriteOp};
 use crate::{Identity, Lookup};
@@ -41,7 +43,14 @@ pub(crate) struct DiskConfig {
     pub table_min_entries: u64,
     /// What a `stat` of `dir` found just before the open, if it was made (the owner check).
     pub dir_stat: Option<std::fs::Metadata>,
+    /// `dir` as the owner check opened it, if it did (that `stat` was of this descriptor).
+    pub dir_fd: DirHandle,
 }
+
+/// States of `DiskTier::writable`.
+const UNKNOWN: u8 = 0;
+const WRITABLE: u8 = 1;
+const READ_ONLY: u8 = 2;
 
 /// What the write side keeps between batches (used by the write-behind thread only).
 #[derive(Debug, Default)]
@@ -60,8 +69,9 @@ struct WriterState {
 #[derive(Debug)]
 pub(crate) struct DiskTier {
     pub(super) cfg: DiskConfig,
-    /// False for a read-only directory, or after another identity took the directory over.
-    pub(super) writable: AtomicBool,
+    /// [`READ_ONLY`] for a read-only directory, or after another identity took the
+    /// directory over; [`UNKNOWN`] after an open through the table until first asked.
+    writable: AtomicU8,
     pub(super) index: RwLock<Index>,
     /// The persisted table lookups go through until `index` is full (`super::lazy`); `index`
     /// then holds only what was written after the table.
@@ -84,10 +94,15 @@ pub(crate) struct DiskTier {
     /// The newest segment's index file as an open through the table checked it, and its
     /// `fstat`, for the refresh that follows (`super::lazy`): not opened twice.
     pub(super) opened_index: Mutex<Option<(u32, File, std::fs::Metadata)>>,
+    /// A file the open used, closed by the next refresh (`DiskTier::defer_close`).
+    pub(super) spent_file: Mutex<Option<File>>,
     pub(super) counters: DiskCounters,
     /// When a writer last looked for stale temporary files (`super::repair`).
     pub(super) last_sweep: Mutex<Option<Instant>>,
     writer: Mutex<WriterState>,
+    /// The directory's descriptor the open used (`DiskConfig::dir_fd`), closed with the tier
+    /// rather than on the way to the first hit.
+    dir_fd: Option<File>,
 }
 
 impl DiskTier {
@@ -95,47 +110,44 @@ impl DiskTier {
     /// format version or identity, and loads the index: through the persisted table where
     /// one describes the directory (the cost is then that of the index entries written
     /// after it), else from the index files (proportional to the number of entries).
-    pub(crate) fn open(cfg: DiskConfig) -> io::Result<DiskTier> {
-        if let Err(e) = access::create_dir_all_known(&cfg.dir, cfg.access, cfg.dir_stat.clone()) {
+    pub(crate) fn open(mut cfg: DiskConfig) -> io::Result<DiskTier> {
+        if let Err(e) = access::create_dir_all_known(&cfg.dir, cfg.access, cfg.dir_stat.take()) {
             if !cfg.dir.is_dir() {
                 return Err(e);
             }
         }
-        // A lock file this process may write needs no opening yet (one `faccessat`, where
-        // opening it is four calls): only a wipe below takes the lock at open.
+        let dir_fd = cfg.dir_fd.take();
+        let at = At::new(dir_fd.as_ref().map(AsFd::as_fd), &cfg.dir);
+        // A table that names the meta file's inode (one `stat`) and holds our identity in
+        // that file's bytes vouches for the meta file: it is replaced only by rename, so the
+        // same inode has the same bytes, and reading it (four calls) is not needed.
+        let vouched = match (at.ino(dir::META_FILE), Table::open_at(at)) {
+            (Ok(Some(ino)), Ok(Some(table))) if table.header.vouches_for(ino, &cfg.identity) => {
+                Some(table)
+            }
+            _ => None,
+        };
+        // Whether this process may write: asked at once where the meta file must be read
+        // (a wipe may follow), else when first needed (`is_writable`), after the first hit.
         let mut lock = None;
-        let writable = if dir::lock_writable(&cfg.dir) {
-            true
+        let writable = if vouched.is_some() {
+            UNKNOWN
+        } else if dir::lock_writable(at) {
+            // A lock file this process may write needs no opening yet (one `faccessat`,
+            // where opening it is four calls): only a wipe below takes the lock at open.
+            WRITABLE
         } else {
             let (file, writable) = dir::open_lock(&cfg.dir)?;
             lock = Some(file);
-            writable
-        };
-        // Read without the lock first: a meta file is replaced by rename, so it is read
-        // whole, and ours needs no writing. Its inode then vouches for the table (`lazy`).
-        let meta_ino = match dir::read_meta_ino(&cfg.dir)? {
-            Some((Some(identity), ino)) if identity == cfg.identity => Some(ino),
-            _ => None,
-        };
-        if meta_ino.is_none() {
-            if !writable {
-                return Err(io::Error::new(
-                    ErrorKind::PermissionDenied,
-                    "read-only cache directory holds another identity or format version",
-                ));
+            if writable {
+                WRITABLE
+            } else {
+                READ_ONLY
             }
-            let lock = match lock {
-                Some(file) => file,
-                None => dir::open_lock(&cfg.dir)?.0,
-            };
-            lock.lock()?;
-            let result = ensure_identity(&cfg.dir, &cfg.identity);
-            lock.unlock()?;
-            result?;
-        }
+        };
         let disk = DiskTier {
             cfg,
-            writable: AtomicBool::new(writable),
+            writable: AtomicU8::new(UNKNOWN),
             index: RwLock::new(Index::default()),
             lazy: RwLock::new(None),
             lazy_broken: AtomicBool::new(false),
@@ -147,28 +159,42 @@ impl DiskTier {
             refresh_gate: Mutex::new(Instant::now()),
             read_files: Mutex::new(HashMap::new()),
             opened_index: Mutex::new(None),
+            spent_file: Mutex::new(None),
             counters: DiskCounters::default(),
             last_sweep: Mutex::new(None),
             writer: Mutex::new(WriterState::default()),
+            dir_fd,
         };
-        if !writable {
-            disk.counters
-                .set_error("cache directory is read-only: serving what is there, writing nothing");
-            disk.counters.set_failing();
+        if writable != UNKNOWN {
+            disk.note_writable(writable == WRITABLE);
         }
-        match disk.open_lazy(meta_ino) {
-            // The listing the table was checked against serves the first refresh too.
-            Ok(Some(ids)) => {
-                disk.refresh_listed(ids)?;
-                *disk.opened_index.lock() = None;
-            }
-            Ok(None) => disk.refresh()?,
-            Err(e) => {
+        let at = At::new(disk.dir_fd.as_ref().map(AsFd::as_fd), &disk.cfg.dir);
+        // Through the table only where it vouched for the meta file and describes the
+        // directory's files (`super::lazy`); else the meta file is read and checked (a wipe
+        // if it is not ours), and the index files are read.
+        let lazy = match vouched.map(|table| disk.open_lazy(at, table)) {
+            Some(Ok(Some(ids))) => Some(ids),
+            Some(Err(e)) => {
                 tracing::debug!(target: "gpucache", "not opening through the table: {e}");
+                None
+            }
+            _ => None,
+        };
+        match lazy {
+            // The listing the table was checked against serves the first refresh too.
+            Some(ids) => {
+                disk.refresh_listed(ids)?;
+                // Not to be taken for that file by a later refresh.
+                if let Some((_, file, _)) = disk.opened_index.lock().take() {
+                    disk.defer_close(file);
+                }
+            }
+            None => {
+                disk.ensure_identity(lock)?;
                 disk.refresh()?;
             }
         }
-        if writable && disk.index.read().has_suspects() {
+        if disk.index.read().has_suspects() && disk.is_writable() {
             // Damage found while loading: repaired under the lock before anything is served,
             // so that its intact records are. A failure is counted and the damage ignored.
             let mut w = disk.writer.lock();
@@ -177,13 +203,42 @@ impl DiskTier {
         Ok(disk)
     }
 
+    /// Reads the meta file without the lock (it is replaced by rename, so read whole); one
+    /// that is not ours is checked again under the lock and, if still not ours, the
+    /// directory is wiped and ours written.
+    fn ensure_identity(&self, lock: Option<File>) -> io::Result<()> {
+        if matches!(dir::read_meta(&self.cfg.dir)?, Some(identity) if identity == self.cfg.identity)
+        {
+            return Ok(());
+        }
+        if !self.is_writable() {
+            return Err(io::Error::new(
+                ErrorKind::PermissionDenied,
+                "read-only cache directory holds another identity or format version",
+            ));
+        }
+        let lock = match lock {
+            Some(file) => file,
+            None => dir::open_lock(&self.cfg.dir)?.0,
+        };
+        lock.lock()?;
+        let result = ensure_identity(&self.cfg.dir, &self.cfg.identity);
+        lock.unlock()?;
+        result
+    }
+
     pub(crate) fn dir(&self) -> &Path {
         &self.cfg.dir
     }
 
     /// Makes this process stop writing to the directory (it is being deleted).
     pub(crate) fn stop_writing(&self) {
-        self.writable.store(false, Ordering::Release);
+        self.set_read_only();
+    }
+
+    /// This process can no longer write the directory (for good).
+    pub(super) fn set_read_only(&self) {
+        self.writable.store(READ_ONLY, Ordering::Release);
     }
 
     /// The largest key + value a record can hold: one record fills a segment at most.
@@ -194,7 +249,38 @@ impl DiskTier {
     }
 
     pub(crate) fn is_writable(&self) -> bool {
-        self.writable.load(Ordering::Acquire)
+        match self.writable.load(Ordering::Acquire) {
+            WRITABLE => true,
+            READ_ONLY => false,
+            _ => self.ask_writable(),
+        }
+    }
+
+    /// Finds whether this process may write the directory, as the open does: may it read and
+    /// write the lock file (creating it if the directory is writable). An error (the
+    /// directory vanished) decides nothing: the next batch recreates it or finds out.
+    fn ask_writable(&self) -> bool {
+        let writable = dir::lock_writable(At::path(&self.cfg.dir))
+            || match dir::open_lock(&self.cfg.dir) {
+                Ok((_, writable)) => writable,
+                Err(_) => return true,
+            };
+        self.note_writable(writable);
+        self.writable.load(Ordering::Acquire) == WRITABLE
+    }
+
+    /// Records what the open (or the first question after it) found, unless a batch found
+    /// the directory read-only meanwhile.
+    fn note_writable(&self, writable: bool) {
+        let state = if writable { WRITABLE } else { READ_ONLY };
+        let set =
+            self.writable
+                .compare_exchange(UNKNOWN, state, Ordering::AcqRel, Ordering::Acquire);
+        if set.is_ok() && !writable {
+            self.counters
+                .set_error("cache directory is read-only: serving what is there, writing nothing");
+            self.counters.set_failing();
+        }
     }
 
     /// Rewrites every sealed segment that holds dead records (reclaims all dead space), and
@@ -236,7 +322,7 @@ impl DiskTier {
             self.counters.add_read_error(&e);
             return false;
         }
-        if self.is_writable() && self.index.read().has_suspects() {
+        if self.index.read().has_suspects() && self.is_writable() {
             let mut w = self.writer.lock();
             let _ = self.with_batch(&mut w, |_| Ok(()));
         }
@@ -393,7 +479,7 @@ impl Drop for DiskTier {
     /// A process that wrote leaves a table that covers what it wrote, so that the next
     /// open reads none of it eagerly.
     fn drop(&mut self) {
-        if !self.is_writable() || !self.table_due_at_close() {
+        if !self.table_due_at_close() || !self.is_writable() {
             return;
         }
         let mut w = self.writer.lock();

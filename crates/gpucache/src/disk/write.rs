@@ -12,7 +12,6 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, ErrorKind};
 use std::os::unix::fs::{FileExt, MetadataExt};
-use std::sync::atomic::Ordering;
 
 use super::access;
 use super::dir;
@@ -89,12 +88,12 @@ impl DiskTier {
         if !self.cfg.allow_foreign_owner {
             // The directory may have been replaced by another user's since it was opened.
             if let Err(e) = access::check_owner_io(&self.cfg.dir) {
-                self.writable.store(false, Ordering::Release);
+                self.set_read_only();
                 return Err(e);
             }
         }
         if !lock.1 {
-            self.writable.store(false, Ordering::Release);
+            self.set_read_only();
             return Err(io::Error::new(
                 ErrorKind::PermissionDenied,
                 "cache directory became read-only",
@@ -116,7 +115,7 @@ impl DiskTier {
                     .set_error("cache directory vanished; recreated it empty");
             }
             Some(_) => {
-                self.writable.store(false, Ordering::Release);
+                self.set_read_only();
                 *active = None;
                 self.counters.set_error(
                     "cache directory was taken over by another identity; writing stopped",
