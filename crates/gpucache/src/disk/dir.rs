@@ -128,14 +128,13 @@ pub(crate) fn index_name(seg: u32) -> String {
 
 /// Segment ids that have an index file (a segment is visible once its index exists).
 pub(crate) fn list_segments(dir: &Path) -> io::Result<Vec<u32>> {
-    let mut ids = Vec::new();
-    for entry in fs::read_dir(dir)? {
-        if let Some(id) = entry?.file_name().to_str().and_then(index_file_id) {
-            ids.push(id);
-        }
-    }
-    ids.sort_unstable();
-    Ok(ids)
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    list_segments_fd(std::os::fd::AsFd::as_fd(&fd))
 }
 
 /// Data files without an index file. Under the directory lock nobody is creating a segment,
