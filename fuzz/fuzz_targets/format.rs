@@ -4,8 +4,8 @@
 
 use gpucache::fuzzing::{
     decode_index_entry, decode_meta, decode_record, decode_segment_header, decode_table_header,
-    decode_table_page, decompress_value, encode_table_header, record_value, SegmentFile,
-    SLOTS_PER_PAGE,
+    decode_table_page, decompress_value, encode_table_header, find_in_table_page, record_value,
+    SegmentFile, SLOTS_PER_PAGE,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -28,8 +28,17 @@ fuzz_target!(|data: &[u8]| {
         assert!(header.header_len as usize <= data.len());
         assert_eq!(encode_table_header(&header)[..covered], data[..covered]);
     }
-    if let Ok((slots, _)) = decode_table_page(data) {
-        assert!(slots.len() <= SLOTS_PER_PAGE);
+    // A lookup (which decodes one slot) agrees with the whole page decoded, for a hash the
+    // page holds and for one it may not.
+    match decode_table_page(data) {
+        Ok((slots, overflowed)) => {
+            assert!(slots.len() <= SLOTS_PER_PAGE);
+            for hash in slots.first().map(|s| s.hash).into_iter().chain([0x5eed]) {
+                let first = slots.iter().find(|s| s.hash == hash).copied();
+                assert_eq!(find_in_table_page(data, hash), Ok((first, overflowed)));
+            }
+        }
+        Err(e) => assert_eq!(find_in_table_page(data, 0x5eed), Err(e)),
     }
     // Hostile compressed values on their own (`raw_len:u32`, then an LZ4 block).
     if let Ok(value) = decompress_value(data, 1 << 16) {

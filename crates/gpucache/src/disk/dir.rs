@@ -75,13 +75,13 @@ impl<'a> At<'a> {
         Ok(File::from(file))
     }
 
-    /// The inode of the file `name` (one `stat`, following no symbolic link); `None` if it is
-    /// missing.
-    pub(crate) fn ino(&self, name: &str) -> io::Result<Option<u64>> {
+    /// Whether the file `name` exists (one `stat`, following no symbolic link). An error
+    /// other than its absence is returned.
+    pub(crate) fn exists(&self, name: &str) -> io::Result<bool> {
         let (fd, path) = self.at(name);
         match rustix::fs::statat(fd, &path, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) => Ok(Some(st.st_ino)),
-            Err(rustix::io::Errno::NOENT) => Ok(None),
+            Ok(_) => Ok(true),
+            Err(rustix::io::Errno::NOENT) => Ok(false),
             Err(e) => Err(e.into()),
         }
     }

@@ -79,57 +79,76 @@ pub(super) struct Cover {
 impl DiskTier {
     /// At open: serves lookups through `table`, which vouched for the meta file (the caller
     /// checked), if it describes this directory's files (`at`: its descriptor, never listed
-    /// before, or its path); whether it does, and the listing it was checked against. The
+    /// before, or its path); whether it does, and the segments it was checked against. The
     /// caller then refreshes, which reads the index-file tails past the table's watermarks
     /// into the overlay.
+    ///
+    /// The directory is listed only if the table's newest segment is gone or a segment was
+    /// started after it: writers start segments in id order, and one that deletes a segment
+    /// other than the oldest that the table may not name removes the table first
+    /// ([`Self::forget_table_before_deleting`]), so where the table's newest segment is
+    /// there and the next id has no index file, no segment above them exists. Its other
+    /// segments are taken as named: one deleted since reads as misses, as a record of a
+    /// segment deleted under a reader does.
     pub(super) fn open_lazy(&self, at: At<'_>, table: Table) -> io::Result<Option<Vec<u32>>> {
         let h = &table.header;
-        if let Some(last) = h.segs.last() {
-            // Never reuse an id the table names, whether or not it is trusted.
-            self.index.write().note_id(last.id);
-        }
-        let ids = match at.fd() {
-            Some(fd) => dir::list_segments_fd(fd)?,
-            None => dir::list_segments(&self.cfg.dir)?,
+        let Some(newest) = h.segs.last() else {
+            return Ok(None);
         };
-        let covered_max = h.segs.last().map_or(0, |s| s.id);
-        let in_table = |id: u32| h.segs.binary_search_by_key(&id, |s| s.id).is_ok();
-        if ids.iter().any(|&id| id <= covered_max && !in_table(id)) {
-            return Ok(None); // A segment the table should know and does not.
-        }
+        // Never reuse an id the table names, whether or not it is trusted.
+        self.index.write().note_id(newest.id);
+        let covered_max = newest.id;
+        // The newest segment's index file, opened once: its length and identity, its last
+        // covered entry, and (kept for the refresh that follows the open) the entries
+        // written after the table.
+        let opened = match at.open(&dir::index_name(covered_max)) {
+            Ok(file) => {
+                let m = file.metadata()?;
+                let btime = birth_ns(&m);
+                if m.ino() != newest.idx_ino
+                    || (btime != 0 && newest.idx_btime != 0 && btime != newest.idx_btime)
+                    || m.len() < newest.idx_len
+                    || newest.idx_len < SEGMENT_HEADER_LEN as u64
+                {
+                    return Ok(None); // Rebuilt, replaced or cut since.
+                }
+                if !last_entry_matches(&file, newest)? {
+                    return Ok(None); // Cut (a power cut) and appended to again since.
+                }
+                Some((file, m))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        let started_after = match covered_max.checked_add(1) {
+            Some(next) => at.exists(&dir::index_name(next))?,
+            None => true,
+        };
+        let ids: Vec<u32> = if opened.is_some() && !started_after {
+            h.segs.iter().map(|s| s.id).collect()
+        } else {
+            let ids = match at.fd() {
+                Some(fd) => dir::list_segments_fd(fd)?,
+                None => dir::list_segments(&self.cfg.dir)?,
+            };
+            let in_table = |id: u32| h.segs.binary_search_by_key(&id, |s| s.id).is_ok();
+            if ids.iter().any(|&id| id <= covered_max && !in_table(id)) {
+                return Ok(None); // A segment the table should know and does not.
+            }
+            ids
+        };
         let mut overlay = Index::default();
         for s in &h.segs {
             if ids.binary_search(&s.id).is_err() {
                 continue; // Deleted since: its records read as misses.
             }
-            if s.id < covered_max {
-                // Sealed: only a repair changes it, and the full index (built in the
-                // background right away) reads it afresh. Not opened, so that an open costs
-                // the same few I/Os whatever the number of segments.
-                overlay.seed_segment(s.id, s.idx_len, s.data_end, s.idx_ino);
-                continue;
-            }
-            // Opened once: its length and identity, its last covered entry, and (kept for
-            // the refresh that follows the open) the entries written after the table.
-            let file = match at.open(&dir::index_name(s.id)) {
-                Ok(f) => f,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(e),
-            };
-            let m = file.metadata()?;
-            let btime = birth_ns(&m);
-            if m.ino() != s.idx_ino
-                || (btime != 0 && s.idx_btime != 0 && btime != s.idx_btime)
-                || m.len() < s.idx_len
-                || s.idx_len < SEGMENT_HEADER_LEN as u64
-            {
-                return Ok(None); // Rebuilt, replaced or cut since.
-            }
-            if s.id == covered_max && !last_entry_matches(&file, s)? {
-                return Ok(None); // Cut (a power cut) and appended to again since.
-            }
-            *self.opened_index.lock() = Some((s.id, file, m));
+            // Sealed segments (below the newest) are not opened: only a repair changes them,
+            // and the full index (built in the background right away) reads them afresh. So
+            // an open costs the same few I/Os whatever the number of segments.
             overlay.seed_segment(s.id, s.idx_len, s.data_end, s.idx_ino);
+        }
+        if let Some((file, m)) = opened {
+            *self.opened_index.lock() = Some((covered_max, file, m));
         }
         overlay.note_id(self.index.read().max_id());
         if let Some(&newest) = ids.last() {
@@ -335,6 +354,22 @@ impl DiskTier {
         self.cover.lock().wrote && self.index_is_full()
     }
 
+    /// Called by a writer holding the lock before it deletes segment `seg` while an older
+    /// one remains (a compaction): if the directory's table may not name `seg` (it was
+    /// started after the last table this process read or wrote), the table goes first.
+    /// Otherwise an open could find the table's newest segment and no index file at the id
+    /// after it, and take the table's segments for all there are while a later one holds
+    /// newer records (`Self::open_lazy`). The next durable batch writes a table again.
+    pub(super) fn forget_table_before_deleting(&self, seg: u32) -> io::Result<()> {
+        let mut cover = self.cover.lock();
+        if cover.segs.keys().next_back().is_some_and(|&top| seg <= top) {
+            return Ok(());
+        }
+        table::remove_table(&self.cfg.dir)?;
+        *cover = Cover::default();
+        Ok(())
+    }
+
     /// Rewrites the directory's table from the full index if enough was written since the
     /// last one (`force`: if anything was). Called by a writer holding the directory lock,
     /// after the batch's records were made durable.
@@ -449,316 +484,4 @@ fn birth_ns(m: &fs::Metadata) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::path::Path;
-    use std::time::Duration;
-
-    use bytes::Bytes;
-
-    use super::super::{DiskConfig, DiskTier};
-    use super::*;
-    use crate::tier::{Tier, WriteContext, WriteOp};
-    use crate::{Identity, Lookup};
-
-    /// Opens `dir` as a cache does: through the descriptor its owner check opened.
-    fn open(dir: &Path) -> DiskTier {
-        open_as(dir, Identity::default(), true)
-    }
-
-    fn open_as(dir: &Path, identity: Identity, through_fd: bool) -> DiskTier {
-        let (dir_stat, dir_fd) = match through_fd {
-            true => super::super::check_owner_open(dir).unwrap(),
-            false => (None, Default::default()),
-        };
-        DiskTier::open(DiskConfig {
-            dir: dir.to_path_buf(),
-            identity,
-            max_bytes: 1 << 30,
-            max_entries: u64::MAX,
-            segment_bytes: 64 << 10,
-            access: crate::DirAccess::Private,
-            allow_foreign_owner: false,
-            table_min_entries: 0,
-            dir_stat,
-            dir_fd,
-        })
-        .unwrap()
-    }
-
-    fn key(i: u32) -> Bytes {
-        Bytes::from(format!("key-{i}"))
-    }
-
-    fn value(i: u32, generation: u8) -> Bytes {
-        Bytes::from(vec![generation ^ (i as u8); 100 + (i as usize % 300)])
-    }
-
-    fn write(disk: &DiskTier, ops: &[(u32, Option<u8>)]) {
-        let owned: Vec<(Bytes, Option<Bytes>)> = ops
-            .iter()
-            .map(|&(i, g)| (key(i), g.map(|g| value(i, g))))
-            .collect();
-        let ops: Vec<WriteOp<'_>> = owned
-            .iter()
-            .map(|(k, v)| match v {
-                Some(value) => WriteOp::Put { key: k, value },
-                None => WriteOp::Remove { key: k },
-            })
-            .collect();
-        disk.write(&ops, &WriteContext::new(&|_| false, true))
-            .unwrap();
-    }
-
-    fn get(disk: &DiskTier, i: u32) -> Option<Bytes> {
-        match disk.lookup(&key(i)) {
-            Lookup::Hit(v) => Some(v),
-            _ => None,
-        }
-    }
-
-    /// A directory of 1,000 entries whose writer closed (leaving a table that covers them).
-    fn populated() -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
-        let disk = open(dir.path());
-        let ops: Vec<_> = (0..1000).map(|i| (i, Some(1))).collect();
-        for chunk in ops.chunks(100) {
-            write(&disk, chunk);
-        }
-        drop(disk);
-        assert!(table::table_path(dir.path()).exists());
-        dir
-    }
-
-    #[test]
-    fn an_open_serves_through_the_table_without_reading_the_index_files() {
-        let dir = populated();
-        // By path (an owner check that could not open the directory) as well.
-        let by_path = open_as(dir.path(), Identity::default(), false);
-        assert!(!by_path.index_is_full(), "served through the table");
-        assert_eq!(get(&by_path, 3), Some(value(3, 1)));
-        drop(by_path);
-        let disk = open(dir.path());
-        assert!(!disk.index_is_full(), "served through the table");
-        assert_eq!(disk.index.read().totals().0, 0, "no index entry read");
-        for i in 0..1000 {
-            assert_eq!(get(&disk, i), Some(value(i, 1)), "key {i}");
-        }
-        assert_eq!(get(&disk, 5000), None);
-        assert!(disk.build_full_index());
-        assert!(disk.index_is_full() && disk.lazy.read().is_none());
-        assert_eq!(disk.disk_stats().entries, 1000);
-        assert_eq!(get(&disk, 7), Some(value(7, 1)));
-        disk.validate();
-    }
-
-    /// Records written after the table (newer values, removals, records moved by a
-    /// compaction) win over what the table says, in a process that opens afterwards and in
-    /// one that was already open.
-    #[test]
-    fn what_was_written_after_the_table_wins() {
-        let dir = populated();
-        let early = open(dir.path());
-        assert!(!early.index_is_full());
-        let writer = open(dir.path());
-        writer.ensure_full().unwrap();
-        // Few enough not to rewrite the table.
-        write(
-            &writer,
-            &[(1, Some(2)), (2, None), (3, Some(2)), (1000, Some(2))],
-        );
-        write(&writer, &[(3, None)]);
-        let late = open(dir.path());
-        assert!(!late.index_is_full(), "the table is still trusted");
-        std::thread::sleep(Duration::from_millis(25)); // Past the refresh interval.
-        for disk in [&late, &early] {
-            // A miss reads what other processes appended (as with a full index, a key
-            // found is not looked for again).
-            assert_eq!(get(disk, 99_999), None);
-            assert_eq!(get(disk, 1), Some(value(1, 2)));
-            assert_eq!(get(disk, 2), None);
-            assert_eq!(get(disk, 3), None);
-            assert_eq!(get(disk, 1000), Some(value(1000, 2)));
-            assert_eq!(get(disk, 4), Some(value(4, 1)));
-        }
-        // Every record moved: the table names only deleted segments.
-        writer.compact().unwrap();
-        let after = open(dir.path());
-        std::thread::sleep(Duration::from_millis(25));
-        for disk in [&after, &late, &early] {
-            assert_eq!(get(disk, 99_999), None);
-            for i in (0..1000).step_by(7) {
-                let expected = match i {
-                    1 => Some(value(1, 2)),
-                    2 | 3 => None,
-                    _ => Some(value(i, 1)),
-                };
-                assert_eq!(get(disk, i), expected, "key {i}");
-            }
-        }
-    }
-
-    #[test]
-    fn a_damaged_table_page_falls_back_to_the_full_index() {
-        let dir = populated();
-        let path = table::table_path(dir.path());
-        let mut bytes = fs::read(&path).unwrap();
-        let header = table::decode_header(&bytes).unwrap();
-        let page = table::page_of(disk_hash_of(7), header.pages) as usize;
-        bytes[header.header_len as usize + page * table::PAGE_LEN + 40] ^= 0xff;
-        fs::write(&path, &bytes).unwrap();
-        let disk = open(dir.path());
-        assert!(!disk.index_is_full());
-        assert_eq!(get(&disk, 7), Some(value(7, 1)));
-        assert!(
-            disk.index_is_full(),
-            "the damaged page made it read the index files"
-        );
-        // A cut table is no table.
-        fs::write(&path, &bytes[..100]).unwrap();
-        let disk = open(dir.path());
-        assert!(disk.index_is_full());
-        assert_eq!(get(&disk, 8), Some(value(8, 1)));
-    }
-
-    /// A data file whose header was destroyed: its records are not served through the table
-    /// before the full index has judged it and the repair ran (it rewrites the header, the
-    /// index file describing the data exactly).
-    #[test]
-    fn a_data_file_with_a_bad_header_is_not_served_through_the_table() {
-        let dir = populated();
-        let seg = match table::Table::open(dir.path())
-            .unwrap()
-            .unwrap()
-            .find(disk_hash_of(7))
-        {
-            Found::At(slot) => slot.seg,
-            other => panic!("{other:?}"),
-        };
-        let data = fs::OpenOptions::new()
-            .write(true)
-            .open(dir::data_path(dir.path(), seg))
-            .unwrap();
-        data.write_all_at(&[0xee; 8], 0).unwrap();
-        let disk = open(dir.path());
-        assert!(!disk.index_is_full());
-        assert_eq!(
-            get(&disk, 7),
-            None,
-            "served from a data file with a bad header"
-        );
-        assert!(
-            disk.index_is_full(),
-            "the bad header made it read the index files"
-        );
-        let in_seg = |i: u32| disk.index.read().get(disk_hash_of(i)).map(|l| l.seg) == Some(seg);
-        let neighbour = (0..1000)
-            .find(|&i| i != 7 && in_seg(i))
-            .expect("a key beside 7");
-        assert_eq!(get(&disk, neighbour), None, "served before the repair");
-        assert!(disk.build_full_index());
-        assert_eq!(get(&disk, neighbour), Some(value(neighbour, 1)));
-        assert_eq!(get(&disk, 7), Some(value(7, 1)), "repaired");
-    }
-
-    #[test]
-    fn a_replaced_index_file_or_a_foreign_table_is_not_trusted() {
-        let dir = populated();
-        let newest = *dir::list_segments(dir.path()).unwrap().last().unwrap();
-        let idx = dir::index_path(dir.path(), newest);
-        let copy = dir.path().join("copy");
-        fs::copy(&idx, &copy).unwrap();
-        fs::rename(&copy, &idx).unwrap();
-        let disk = open(dir.path());
-        assert!(disk.index_is_full(), "a new inode: the table is not used");
-        assert_eq!(get(&disk, 9), Some(value(9, 1)));
-        drop(disk);
-        // Another directory's table.
-        let other = populated();
-        fs::copy(
-            table::table_path(other.path()),
-            table::table_path(dir.path()),
-        )
-        .unwrap();
-        let disk = open(dir.path());
-        assert!(disk.index_is_full());
-        assert_eq!(get(&disk, 10), Some(value(10, 1)));
-    }
-
-    /// A power cut can cut the newest index file below the table's watermark, and later
-    /// appends grow it back: the table no longer describes those bytes.
-    #[test]
-    fn an_index_file_cut_and_appended_to_again_is_not_trusted() {
-        let dir = populated();
-        let newest = *dir::list_segments(dir.path()).unwrap().last().unwrap();
-        let idx = dir::index_path(dir.path(), newest);
-        let n = fs::metadata(&idx).unwrap().len();
-        let file = fs::OpenOptions::new().write(true).open(&idx).unwrap();
-        // Another entry where the last one was (here: the last one with another offset).
-        let mut entry = [0u8; INDEX_ENTRY_LEN];
-        FileExt::read_exact_at(&File::open(&idx).unwrap(), &mut entry, n - 24).unwrap();
-        entry[8] ^= 1;
-        file.write_all_at(&entry, n - INDEX_ENTRY_LEN as u64)
-            .unwrap();
-        let disk = open(dir.path());
-        assert!(disk.index_is_full(), "the table was not trusted");
-    }
-
-    #[test]
-    fn clear_removes_the_table_and_writers_rewrite_it() {
-        let dir = populated();
-        let disk = open(dir.path());
-        disk.clear().unwrap();
-        assert!(!table::table_path(dir.path()).exists());
-        let fresh = open(dir.path());
-        assert_eq!(get(&fresh, 1), None);
-        // Enough new entries make a durable write rewrite it.
-        let ops: Vec<_> = (0..200).map(|i| (i, Some(3))).collect();
-        write(&disk, &ops);
-        let reopened = open(dir.path());
-        assert!(!reopened.index_is_full());
-        assert_eq!(get(&reopened, 150), Some(value(150, 3)));
-        assert_eq!(get(&reopened, 500), None);
-    }
-
-    /// The table vouches for the meta file only while that file's inode is the one it
-    /// names and its identity, held in the table, is the opener's.
-    #[test]
-    fn a_table_vouches_only_for_its_own_meta_file_and_identity() {
-        let dir = populated();
-        let meta = dir.path().join(dir::META_FILE);
-        // The same bytes under a new inode: read and found ours, but the table is not used.
-        let copy = dir.path().join("meta.copy");
-        fs::copy(&meta, &copy).unwrap();
-        fs::rename(&copy, &meta).unwrap();
-        let disk = open(dir.path());
-        assert!(disk.index_is_full(), "the table vouched for another inode");
-        assert_eq!(get(&disk, 4), Some(value(4, 1)));
-        write(&disk, &[(1, Some(1))]);
-        drop(disk); // Rewrites the table for the new inode.
-        assert!(!open(dir.path()).index_is_full(), "the new table is used");
-        // A table holding another identity (same inode): not used, the meta file decides.
-        let path = table::table_path(dir.path());
-        let mut bytes = fs::read(&path).unwrap();
-        let mut header = table::decode_header(&bytes).unwrap();
-        header.meta = super::super::format::encode_meta(&Identity::new(b"other".to_vec()));
-        let encoded = table::encode_header(&header);
-        bytes[..encoded.len()].copy_from_slice(&encoded);
-        fs::write(&path, &bytes).unwrap();
-        let disk = open(dir.path());
-        assert!(
-            disk.index_is_full(),
-            "the table vouched for another identity"
-        );
-        assert_eq!(get(&disk, 5), Some(value(5, 1)));
-        // Another identity opening: the table does not vouch, the meta file is read, and
-        // the directory is wiped for it.
-        let dir = populated();
-        let other = open_as(dir.path(), Identity::new(b"other".to_vec()), true);
-        assert_eq!(get(&other, 5), None);
-        assert_eq!(other.disk_stats().entries, 0);
-    }
-
-    fn disk_hash_of(i: u32) -> u64 {
-        super::super::format::disk_hash(&key(i))
-    }
-}
+mod tests;

@@ -263,6 +263,8 @@ impl DiskTier {
     /// Removes a segment that cannot be repaired, index file first (readers stop seeing it
     /// before its data goes).
     fn remove_damaged(&self, id: u32, why: &str) -> io::Result<()> {
+        // It may lie between others: the table goes first if it may not name it.
+        self.forget_table_before_deleting(id)?;
         dir::remove_if_present(&dir::index_path(&self.cfg.dir, id))?;
         dir::remove_if_present(&dir::data_path(&self.cfg.dir, id))?;
         self.index.write().note_id(id);

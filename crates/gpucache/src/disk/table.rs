@@ -25,9 +25,11 @@ use crate::Identity;
 /// segments; not a segment or stream name.
 pub(crate) const TABLE_FILE: &str = "seg-table.hix";
 const MAGIC: [u8; 8] = *b"GPUCHTBL";
-/// Version of the table's own layout. 2 added the meta file's bytes (a table of another
-/// version is ignored, and rewritten by the next writer: it is a derived file).
-pub const TABLE_VERSION: u32 = 2;
+/// Version of the table's own layout and of what a reader may assume of it. 2 added the
+/// meta file's bytes; 3 (same layout) is written only by writers that keep the rules that
+/// let an open skip the listing and the `stat` of `meta` (`docs/disk-format.md`, "Trust").
+/// A table of another version is ignored, and rewritten by the next writer: it is derived.
+pub const TABLE_VERSION: u32 = 3;
 /// Bytes per page, and the unit of the header's length.
 pub const PAGE_LEN: usize = 4096;
 const PAGE_HEADER_LEN: usize = 8;
@@ -68,21 +70,23 @@ pub struct TableHeader {
     pub header_len: u32,
     pub pages: u32,
     pub entries: u64,
-    /// Inode of the directory's `meta` file: a table of an earlier life is not trusted.
+    /// Inode of the directory's `meta` file when the table was written (recorded, not
+    /// checked since version 3: a wipe removes the table before it replaces `meta`).
     pub meta_ino: u64,
     /// Ascending ids.
     pub segs: Vec<TableSeg>,
     /// The bytes of that meta file, as the writer (holding the lock, having checked it) saw
-    /// them. A meta file is only ever replaced by rename, so while its inode is the one named
-    /// here, these are its bytes: an open checks its identity here instead of reading it.
+    /// them. Every wipe removes the table before it writes another `meta`, so while the
+    /// table exists these are the bytes of `meta` (or of the `meta` its entries were written
+    /// under): an open checks its identity here instead of reading it.
     pub meta: Vec<u8>,
 }
 
 impl TableHeader {
-    /// Whether this table was written for the meta file of inode `meta_ino` and that file
-    /// names `identity` (a meta file is replaced only by rename, never written in place).
-    pub(crate) fn vouches_for(&self, meta_ino: u64, identity: &Identity) -> bool {
-        self.meta_ino == meta_ino && decode_meta(&self.meta).is_ok_and(|m| m == *identity)
+    /// Whether the entries this table covers were written for `identity` (the meta bytes
+    /// it holds name it).
+    pub(crate) fn vouches_for(&self, identity: &Identity) -> bool {
+        decode_meta(&self.meta).is_ok_and(|m| m == *identity)
     }
 }
 
@@ -228,7 +232,26 @@ pub fn decode_header(b: &[u8]) -> Result<TableHeader, FormatError> {
 /// Layout of a page: `crc32c:u32` (of bytes 4..4096) `count:u16 flags:u16`, then `count`
 /// slots `key_hash:u64 segment:u32 offset:u32 value_len:u32 key_len:u16 reserved:u16`, then
 /// zeros.
+#[cfg(any(test, fuzzing))]
 pub fn decode_page(b: &[u8]) -> Result<(Vec<Slot>, bool), FormatError> {
+    let (count, overflowed) = check_page(b)?;
+    let slots = page_slots(b, count).map(decode_slot).collect();
+    Ok((slots, overflowed))
+}
+
+/// The slot of `hash` in page `b`, and whether the page overflowed; decodes only that slot
+/// (a lookup allocates nothing).
+pub fn find_in_page(b: &[u8], hash: u64) -> Result<(Option<Slot>, bool), FormatError> {
+    let (count, overflowed) = check_page(b)?;
+    let want = hash.to_le_bytes();
+    let slot = page_slots(b, count)
+        .find(|s| s[..8] == want)
+        .map(decode_slot);
+    Ok((slot, overflowed))
+}
+
+/// Checks a page's length, CRC, slot count and flags: `(slot count, overflowed)`.
+fn check_page(b: &[u8]) -> Result<(usize, bool), FormatError> {
     if b.len() != PAGE_LEN {
         return Err(FormatError::Truncated);
     }
@@ -240,19 +263,24 @@ pub fn decode_page(b: &[u8]) -> Result<(Vec<Slot>, bool), FormatError> {
     if count > SLOTS_PER_PAGE || flags & !PAGE_OVERFLOWED != 0 {
         return Err(FormatError::Invalid("table page"));
     }
-    let mut slots = Vec::with_capacity(count);
-    for _ in 0..count {
-        let slot = Slot {
-            hash: r.u64()?,
-            seg: r.u32()?,
-            offset: r.u32()?,
-            value_len: r.u32()?,
-            key_len: r.u16()?,
-        };
-        r.skip(2)?;
-        slots.push(slot);
+    Ok((count, flags & PAGE_OVERFLOWED != 0))
+}
+
+/// The first `count` slots of a checked page, each [`SLOT_LEN`] bytes.
+fn page_slots(b: &[u8], count: usize) -> impl Iterator<Item = &[u8]> {
+    b[PAGE_HEADER_LEN..].chunks_exact(SLOT_LEN).take(count)
+}
+
+/// One slot's bytes (`SLOT_LEN` of them, from a checked page).
+fn decode_slot(b: &[u8]) -> Slot {
+    let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    Slot {
+        hash: u64::from_le_bytes(b[..8].try_into().expect("8 bytes")),
+        seg: u32_at(8),
+        offset: u32_at(12),
+        value_len: u32_at(16),
+        key_len: u16::from_le_bytes([b[20], b[21]]),
     }
-    Ok((slots, flags & PAGE_OVERFLOWED != 0))
 }
 
 /// Encodes a whole table: header, then the pages the live entries hash to.
@@ -334,41 +362,41 @@ impl Table {
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
-        // Pages are read one at a time, at random: read-ahead would only cost I/Os (dozens
-        // for a fragmented file on a hard disk, where each read is a seek).
-        let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::Random);
-        let mut first = vec![0u8; PAGE_LEN];
+        // No `fadvise(RANDOM)` (one call on every open): Linux reads ahead only around this
+        // first read (16 KiB instead of 4 KiB, in the same device read on the hard-disk
+        // profile); the pages read later, at random, are read as they are.
+        // The first page on the stack (as in `find`); a longer header is read again whole.
+        let mut first = [0u8; PAGE_LEN];
         let got = read_up_to(&file, &mut first, 0)?;
-        first.truncate(got);
-        let Ok(len) = declared_header_len(&first) else {
+        let Ok(len) = declared_header_len(&first[..got]) else {
             return Ok(None);
         };
-        if len > first.len() {
-            first.resize(len, 0);
-            if read_up_to(&file, &mut first, 0)? < len {
+        let header = if len <= got {
+            decode_header(&first[..got])
+        } else {
+            let mut whole = vec![0u8; len];
+            if read_up_to(&file, &mut whole, 0)? < len {
                 return Ok(None);
             }
-        }
-        Ok(decode_header(&first)
-            .ok()
-            .map(|header| Table { file, header }))
+            decode_header(&whole)
+        };
+        Ok(header.ok().map(|header| Table { file, header }))
     }
 
     /// Looks `hash` up in its page (one read).
     pub(crate) fn find(&self, hash: u64) -> Found {
         let page = page_of(hash, self.header.pages);
         let at = u64::from(self.header.header_len) + u64::from(page) * PAGE_LEN as u64;
-        let mut buf = vec![0u8; PAGE_LEN];
+        // On the stack: on a first hit a heap block this size can cost more than the read
+        // (glibc may consolidate its free lists before serving one).
+        let mut buf = [0u8; PAGE_LEN];
         if !matches!(read_up_to(&self.file, &mut buf, at), Ok(PAGE_LEN)) {
             return Found::Unknown;
         }
-        match decode_page(&buf) {
-            Ok((slots, overflowed)) => match slots.iter().find(|s| s.hash == hash) {
-                Some(slot) => Found::At(*slot),
-                None if overflowed => Found::Unknown,
-                None => Found::Absent,
-            },
-            Err(_) => Found::Unknown,
+        match find_in_page(&buf, hash) {
+            Ok((Some(slot), _)) => Found::At(slot),
+            Ok((None, true)) | Err(_) => Found::Unknown,
+            Ok((None, false)) => Found::Absent,
         }
     }
 }
@@ -432,7 +460,7 @@ mod tests {
             hex(&bytes[..96]),
             concat!(
                 "475055434854424c",
-                "02000000",
+                "03000000",
                 "02000000",
                 "00100000",
                 "01000000",
@@ -447,7 +475,7 @@ mod tests {
                 "0700000000000000",
                 "0900000000000000",
                 "4d455441",
-                "96e30e74"
+                "d5394c68"
             )
         );
         assert!(bytes[96..PAGE_LEN].iter().all(|&b| b == 0));
@@ -492,9 +520,8 @@ mod tests {
         let header = decode_header(&bytes).unwrap();
         assert_eq!(header.segs, segs);
         assert_eq!(header.meta, meta);
-        assert!(header.vouches_for(5, &Identity::new(b"gpu".to_vec())));
-        assert!(!header.vouches_for(6, &Identity::new(b"gpu".to_vec())));
-        assert!(!header.vouches_for(5, &Identity::new(b"gpu2".to_vec())));
+        assert!(header.vouches_for(&Identity::new(b"gpu".to_vec())));
+        assert!(!header.vouches_for(&Identity::new(b"gpu2".to_vec())));
         assert_eq!(header.entries, 5000);
         let dir = tempfile::tempdir().unwrap();
         write_table(dir.path(), &bytes).unwrap();

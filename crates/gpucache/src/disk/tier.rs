@@ -118,13 +118,11 @@ impl DiskTier {
         }
         let dir_fd = cfg.dir_fd.take();
         let at = At::new(dir_fd.as_ref().map(AsFd::as_fd), &cfg.dir);
-        // A table that names the meta file's inode (one `stat`) and holds our identity in
-        // that file's bytes vouches for the meta file: it is replaced only by rename, so the
-        // same inode has the same bytes, and reading it (four calls) is not needed.
-        let vouched = match (at.ino(dir::META_FILE), Table::open_at(at)) {
-            (Ok(Some(ino)), Ok(Some(table))) if table.header.vouches_for(ino, &cfg.identity) => {
-                Some(table)
-            }
+        // A table holding our identity in its copy of the meta file's bytes vouches for the
+        // meta file: every wipe removes the table before it writes another, so reading
+        // `meta` (four calls), or even a `stat` of it, is not needed.
+        let vouched = match Table::open_at(at) {
+            Ok(Some(table)) if table.header.vouches_for(&cfg.identity) => Some(table),
             _ => None,
         };
         // Whether this process may write: asked at once where the meta file must be read

@@ -549,6 +549,9 @@ impl Batch<'_> {
             }
             // The copies are made durable before the originals go.
             self.sync()?;
+            if !oldest {
+                self.disk.forget_table_before_deleting(seg)?;
+            }
             self.delete_segment(seg)?;
             self.disk.counters.add_compacted();
         }

@@ -1,0 +1,420 @@
+//! Tests of opening through the table (`super`).
+
+use std::path::Path;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::super::{DiskConfig, DiskTier};
+use super::*;
+use crate::tier::{Tier, WriteContext, WriteOp};
+use crate::{Identity, Lookup};
+
+/// Opens `dir` as a cache does: through the descriptor its owner check opened.
+fn open(dir: &Path) -> DiskTier {
+    open_as(dir, Identity::default(), true)
+}
+
+fn open_as(dir: &Path, identity: Identity, through_fd: bool) -> DiskTier {
+    let (dir_stat, dir_fd) = match through_fd {
+        true => super::super::check_owner_open(dir).unwrap(),
+        false => (None, Default::default()),
+    };
+    DiskTier::open(DiskConfig {
+        dir: dir.to_path_buf(),
+        identity,
+        max_bytes: 1 << 30,
+        max_entries: u64::MAX,
+        segment_bytes: 64 << 10,
+        access: crate::DirAccess::Private,
+        allow_foreign_owner: false,
+        table_min_entries: 0,
+        dir_stat,
+        dir_fd,
+    })
+    .unwrap()
+}
+
+fn key(i: u32) -> Bytes {
+    Bytes::from(format!("key-{i}"))
+}
+
+fn value(i: u32, generation: u8) -> Bytes {
+    Bytes::from(vec![generation ^ (i as u8); 100 + (i as usize % 300)])
+}
+
+fn write(disk: &DiskTier, ops: &[(u32, Option<u8>)]) {
+    let owned: Vec<(Bytes, Option<Bytes>)> = ops
+        .iter()
+        .map(|&(i, g)| (key(i), g.map(|g| value(i, g))))
+        .collect();
+    let ops: Vec<WriteOp<'_>> = owned
+        .iter()
+        .map(|(k, v)| match v {
+            Some(value) => WriteOp::Put { key: k, value },
+            None => WriteOp::Remove { key: k },
+        })
+        .collect();
+    disk.write(&ops, &WriteContext::new(&|_| false, true))
+        .unwrap();
+}
+
+fn get(disk: &DiskTier, i: u32) -> Option<Bytes> {
+    match disk.lookup(&key(i)) {
+        Lookup::Hit(v) => Some(v),
+        _ => None,
+    }
+}
+
+/// A directory of 1,000 entries whose writer closed (leaving a table that covers them).
+fn populated() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = open(dir.path());
+    let ops: Vec<_> = (0..1000).map(|i| (i, Some(1))).collect();
+    for chunk in ops.chunks(100) {
+        write(&disk, chunk);
+    }
+    drop(disk);
+    assert!(table::table_path(dir.path()).exists());
+    dir
+}
+
+#[test]
+fn an_open_serves_through_the_table_without_reading_the_index_files() {
+    let dir = populated();
+    // By path (an owner check that could not open the directory) as well.
+    let by_path = open_as(dir.path(), Identity::default(), false);
+    assert!(!by_path.index_is_full(), "served through the table");
+    assert_eq!(get(&by_path, 3), Some(value(3, 1)));
+    drop(by_path);
+    let disk = open(dir.path());
+    assert!(!disk.index_is_full(), "served through the table");
+    assert_eq!(disk.index.read().totals().0, 0, "no index entry read");
+    for i in 0..1000 {
+        assert_eq!(get(&disk, i), Some(value(i, 1)), "key {i}");
+    }
+    assert_eq!(get(&disk, 5000), None);
+    assert!(disk.build_full_index());
+    assert!(disk.index_is_full() && disk.lazy.read().is_none());
+    assert_eq!(disk.disk_stats().entries, 1000);
+    assert_eq!(get(&disk, 7), Some(value(7, 1)));
+    disk.validate();
+}
+
+/// Records written after the table (newer values, removals, records moved by a
+/// compaction) win over what the table says, in a process that opens afterwards and in
+/// one that was already open.
+#[test]
+fn what_was_written_after_the_table_wins() {
+    let dir = populated();
+    let early = open(dir.path());
+    assert!(!early.index_is_full());
+    let writer = open(dir.path());
+    writer.ensure_full().unwrap();
+    // Few enough not to rewrite the table.
+    write(
+        &writer,
+        &[(1, Some(2)), (2, None), (3, Some(2)), (1000, Some(2))],
+    );
+    write(&writer, &[(3, None)]);
+    let late = open(dir.path());
+    assert!(!late.index_is_full(), "the table is still trusted");
+    std::thread::sleep(Duration::from_millis(25)); // Past the refresh interval.
+    for disk in [&late, &early] {
+        // A miss reads what other processes appended (as with a full index, a key
+        // found is not looked for again).
+        assert_eq!(get(disk, 99_999), None);
+        assert_eq!(get(disk, 1), Some(value(1, 2)));
+        assert_eq!(get(disk, 2), None);
+        assert_eq!(get(disk, 3), None);
+        assert_eq!(get(disk, 1000), Some(value(1000, 2)));
+        assert_eq!(get(disk, 4), Some(value(4, 1)));
+    }
+    // Every record moved: the table names only deleted segments.
+    writer.compact().unwrap();
+    let after = open(dir.path());
+    std::thread::sleep(Duration::from_millis(25));
+    for disk in [&after, &late, &early] {
+        assert_eq!(get(disk, 99_999), None);
+        for i in (0..1000).step_by(7) {
+            let expected = match i {
+                1 => Some(value(1, 2)),
+                2 | 3 => None,
+                _ => Some(value(i, 1)),
+            };
+            assert_eq!(get(disk, i), expected, "key {i}");
+        }
+    }
+}
+
+#[test]
+fn a_damaged_table_page_falls_back_to_the_full_index() {
+    let dir = populated();
+    let path = table::table_path(dir.path());
+    let mut bytes = fs::read(&path).unwrap();
+    let header = table::decode_header(&bytes).unwrap();
+    let page = table::page_of(disk_hash_of(7), header.pages) as usize;
+    bytes[header.header_len as usize + page * table::PAGE_LEN + 40] ^= 0xff;
+    fs::write(&path, &bytes).unwrap();
+    let disk = open(dir.path());
+    assert!(!disk.index_is_full());
+    assert_eq!(get(&disk, 7), Some(value(7, 1)));
+    assert!(
+        disk.index_is_full(),
+        "the damaged page made it read the index files"
+    );
+    // A cut table is no table.
+    fs::write(&path, &bytes[..100]).unwrap();
+    let disk = open(dir.path());
+    assert!(disk.index_is_full());
+    assert_eq!(get(&disk, 8), Some(value(8, 1)));
+}
+
+/// A data file whose header was destroyed: its records are not served through the table
+/// before the full index has judged it and the repair ran (it rewrites the header, the
+/// index file describing the data exactly).
+#[test]
+fn a_data_file_with_a_bad_header_is_not_served_through_the_table() {
+    let dir = populated();
+    let seg = match table::Table::open(dir.path())
+        .unwrap()
+        .unwrap()
+        .find(disk_hash_of(7))
+    {
+        Found::At(slot) => slot.seg,
+        other => panic!("{other:?}"),
+    };
+    let data = fs::OpenOptions::new()
+        .write(true)
+        .open(dir::data_path(dir.path(), seg))
+        .unwrap();
+    data.write_all_at(&[0xee; 8], 0).unwrap();
+    let disk = open(dir.path());
+    assert!(!disk.index_is_full());
+    assert_eq!(
+        get(&disk, 7),
+        None,
+        "served from a data file with a bad header"
+    );
+    assert!(
+        disk.index_is_full(),
+        "the bad header made it read the index files"
+    );
+    let in_seg = |i: u32| disk.index.read().get(disk_hash_of(i)).map(|l| l.seg) == Some(seg);
+    let neighbour = (0..1000)
+        .find(|&i| i != 7 && in_seg(i))
+        .expect("a key beside 7");
+    assert_eq!(get(&disk, neighbour), None, "served before the repair");
+    assert!(disk.build_full_index());
+    assert_eq!(get(&disk, neighbour), Some(value(neighbour, 1)));
+    assert_eq!(get(&disk, 7), Some(value(7, 1)), "repaired");
+}
+
+#[test]
+fn a_replaced_index_file_or_a_foreign_table_is_not_trusted() {
+    let dir = populated();
+    let newest = *dir::list_segments(dir.path()).unwrap().last().unwrap();
+    let idx = dir::index_path(dir.path(), newest);
+    let copy = dir.path().join("copy");
+    fs::copy(&idx, &copy).unwrap();
+    fs::rename(&copy, &idx).unwrap();
+    let disk = open(dir.path());
+    assert!(disk.index_is_full(), "a new inode: the table is not used");
+    assert_eq!(get(&disk, 9), Some(value(9, 1)));
+    drop(disk);
+    // Another directory's table.
+    let other = populated();
+    fs::copy(
+        table::table_path(other.path()),
+        table::table_path(dir.path()),
+    )
+    .unwrap();
+    let disk = open(dir.path());
+    assert!(disk.index_is_full());
+    assert_eq!(get(&disk, 10), Some(value(10, 1)));
+}
+
+/// A power cut can cut the newest index file below the table's watermark, and later
+/// appends grow it back: the table no longer describes those bytes.
+#[test]
+fn an_index_file_cut_and_appended_to_again_is_not_trusted() {
+    let dir = populated();
+    let newest = *dir::list_segments(dir.path()).unwrap().last().unwrap();
+    let idx = dir::index_path(dir.path(), newest);
+    let n = fs::metadata(&idx).unwrap().len();
+    let file = fs::OpenOptions::new().write(true).open(&idx).unwrap();
+    // Another entry where the last one was (here: the last one with another offset).
+    let mut entry = [0u8; INDEX_ENTRY_LEN];
+    FileExt::read_exact_at(&File::open(&idx).unwrap(), &mut entry, n - 24).unwrap();
+    entry[8] ^= 1;
+    file.write_all_at(&entry, n - INDEX_ENTRY_LEN as u64)
+        .unwrap();
+    let disk = open(dir.path());
+    assert!(disk.index_is_full(), "the table was not trusted");
+}
+
+#[test]
+fn clear_removes_the_table_and_writers_rewrite_it() {
+    let dir = populated();
+    let disk = open(dir.path());
+    disk.clear().unwrap();
+    assert!(!table::table_path(dir.path()).exists());
+    let fresh = open(dir.path());
+    assert_eq!(get(&fresh, 1), None);
+    // Enough new entries make a durable write rewrite it.
+    let ops: Vec<_> = (0..200).map(|i| (i, Some(3))).collect();
+    write(&disk, &ops);
+    let reopened = open(dir.path());
+    assert!(!reopened.index_is_full());
+    assert_eq!(get(&reopened, 150), Some(value(150, 3)));
+    assert_eq!(get(&reopened, 500), None);
+}
+
+/// The table vouches for the meta file while its copy of the meta bytes holds the
+/// opener's identity: every wipe removes it before writing another meta file.
+#[test]
+fn a_table_vouches_for_the_meta_file_while_it_holds_the_openers_identity() {
+    let dir = populated();
+    let meta = dir.path().join(dir::META_FILE);
+    // The same bytes under a new inode: the table is still used.
+    let copy = dir.path().join("meta.copy");
+    fs::copy(&meta, &copy).unwrap();
+    fs::rename(&copy, &meta).unwrap();
+    let disk = open(dir.path());
+    assert!(!disk.index_is_full(), "the table is used");
+    assert_eq!(get(&disk, 4), Some(value(4, 1)));
+    drop(disk);
+    // A table holding another identity: not used, the meta file decides.
+    let path = table::table_path(dir.path());
+    let mut bytes = fs::read(&path).unwrap();
+    let mut header = table::decode_header(&bytes).unwrap();
+    header.meta = super::super::format::encode_meta(&Identity::new(b"other".to_vec()));
+    let encoded = table::encode_header(&header);
+    bytes[..encoded.len()].copy_from_slice(&encoded);
+    fs::write(&path, &bytes).unwrap();
+    let disk = open(dir.path());
+    assert!(
+        disk.index_is_full(),
+        "the table vouched for another identity"
+    );
+    assert_eq!(get(&disk, 5), Some(value(5, 1)));
+    // Another identity opening: the table does not vouch, the meta file is read, and
+    // the directory is wiped for it, the table first.
+    let dir = populated();
+    let other = open_as(dir.path(), Identity::new(b"other".to_vec()), true);
+    assert!(
+        !table::table_path(dir.path()).exists(),
+        "the wipe left the table"
+    );
+    assert_eq!(get(&other, 5), None);
+    assert_eq!(other.disk_stats().entries, 0);
+    drop(other);
+    // And back: the first identity finds no table of the other's and wipes again.
+    let back = open(dir.path());
+    assert!(back.index_is_full());
+    assert_eq!(get(&back, 5), None);
+}
+
+/// `len` bytes that do not compress, of key `i` and generation `g`.
+fn large(i: u32, len: usize, g: u8) -> Bytes {
+    let mut x = u64::from(i) << 8 | u64::from(g) | 1 << 40;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// Writes `large(i, len, g)` for each `i`: two such values of 30,000 bytes fill a test
+/// segment (64 KiB).
+fn write_large(disk: &DiskTier, ids: &[u32], len: usize, g: u8) {
+    let values: Vec<(Bytes, Bytes)> = ids.iter().map(|&i| (key(i), large(i, len, g))).collect();
+    let ops: Vec<WriteOp<'_>> = values
+        .iter()
+        .map(|(k, v)| WriteOp::Put { key: k, value: v })
+        .collect();
+    disk.write(&ops, &WriteContext::new(&|_| false, true))
+        .unwrap();
+}
+
+fn get_large(disk: &DiskTier, i: u32, len: usize, g: u8) -> bool {
+    get(disk, i) == Some(large(i, len, g))
+}
+
+/// Segments started after the table (too few entries written to rewrite it) are found by
+/// an open that lists nothing: the index file at the id after the table's newest.
+#[test]
+fn segments_started_after_the_table_are_found() {
+    let dir = populated();
+    let top = table::Table::open(dir.path())
+        .unwrap()
+        .unwrap()
+        .header
+        .segs
+        .last()
+        .unwrap()
+        .id;
+    let writer = open(dir.path());
+    writer.ensure_full().unwrap();
+    write_large(&writer, &[5000, 5001, 5002, 5003], 30_000, 1);
+    write_large(&writer, &[3], 30_000, 2); // A newer value of a key the table names.
+    let newest = *dir::list_segments(dir.path()).unwrap().last().unwrap();
+    assert!(newest >= top + 2, "segments {top} .. {newest}");
+    let header = table::Table::open(dir.path()).unwrap().unwrap().header;
+    assert_eq!(
+        header.segs.last().unwrap().id,
+        top,
+        "the table was rewritten"
+    );
+    let disk = open(dir.path());
+    assert!(!disk.index_is_full(), "served through the table");
+    for i in 5000..5004 {
+        assert!(get_large(&disk, i, 30_000, 1), "key {i}");
+    }
+    assert!(
+        get_large(&disk, 3, 30_000, 2),
+        "the table's older value of key 3"
+    );
+    assert_eq!(get(&disk, 4), Some(value(4, 1)));
+}
+
+/// A compaction that deletes a segment started after the table, while later ones stay,
+/// removes the table first: an open would otherwise find no index file at the id after
+/// the table's newest and miss the later segments.
+#[test]
+fn a_compaction_deleting_a_segment_the_table_does_not_name_removes_the_table() {
+    let dir = populated();
+    let top = table::Table::open(dir.path())
+        .unwrap()
+        .unwrap()
+        .header
+        .segs
+        .last()
+        .unwrap()
+        .id;
+    let writer = open(dir.path());
+    writer.ensure_full().unwrap();
+    // Key 5000 and 5001 fill the segment after the table's (the table's newest may take
+    // none, being nearly full, or one).
+    write_large(&writer, &[5000, 5001, 5002, 5003, 5004, 5005], 30_000, 1);
+    let seg_of = |i: u32| writer.index.read().get(disk_hash_of(i)).unwrap().seg;
+    let victim = seg_of(5002);
+    assert!(victim > top && seg_of(5005) > victim, "{top} {victim}");
+    // Dead bytes in `victim` only.
+    write_large(&writer, &[5002], 30_000, 2);
+    writer.compact().unwrap();
+    assert!(!dir::segment_file_ids(dir.path()).unwrap().contains(&victim));
+    let disk = open(dir.path());
+    for i in [5000, 5001, 5003, 5004, 5005] {
+        assert!(get_large(&disk, i, 30_000, 1), "key {i}");
+    }
+    assert!(get_large(&disk, 5002, 30_000, 2), "key 5002");
+    assert_eq!(get(&disk, 4), Some(value(4, 1)));
+}
+
+fn disk_hash_of(i: u32) -> u64 {
+    super::super::format::disk_hash(&key(i))
+}
