@@ -539,6 +539,15 @@ mod tests {
             );
         }
         assert_eq!(table.find(12345), Found::Absent);
+        // A lookup in a page agrees with the whole page decoded, slot by slot.
+        let pages = &bytes[header.header_len as usize..];
+        for page in pages.chunks_exact(PAGE_LEN).take(8) {
+            let (slots, overflowed) = decode_page(page).unwrap();
+            for slot in &slots {
+                assert_eq!(find_in_page(page, slot.hash), Ok((Some(*slot), overflowed)));
+            }
+            assert_eq!(find_in_page(page, 12345), Ok((None, overflowed)));
+        }
         // A damaged page is unknown, never a wrong slot or a false absence.
         let mut bad = bytes.clone();
         let page = page_of(live[0].0, header.pages) as usize;
