@@ -344,31 +344,25 @@ fn get_large(disk: &DiskTier, i: u32, len: usize, g: u8) -> bool {
     get(disk, i) == Some(large(i, len, g))
 }
 
+/// The newest segment `dir`'s table names.
+fn table_top(dir: &Path) -> u32 {
+    let table = table::Table::open(dir).unwrap().expect("a table");
+    table.header.segs.last().expect("a segment").id
+}
+
 /// Segments started after the table (too few entries written to rewrite it) are found by
 /// an open that lists nothing: the index file at the id after the table's newest.
 #[test]
 fn segments_started_after_the_table_are_found() {
     let dir = populated();
-    let top = table::Table::open(dir.path())
-        .unwrap()
-        .unwrap()
-        .header
-        .segs
-        .last()
-        .unwrap()
-        .id;
+    let top = table_top(dir.path());
     let writer = open(dir.path());
     writer.ensure_full().unwrap();
     write_large(&writer, &[5000, 5001, 5002, 5003], 30_000, 1);
     write_large(&writer, &[3], 30_000, 2); // A newer value of a key the table names.
     let newest = *dir::list_segments(dir.path()).unwrap().last().unwrap();
     assert!(newest >= top + 2, "segments {top} .. {newest}");
-    let header = table::Table::open(dir.path()).unwrap().unwrap().header;
-    assert_eq!(
-        header.segs.last().unwrap().id,
-        top,
-        "the table was rewritten"
-    );
+    assert_eq!(table_top(dir.path()), top, "the table was rewritten");
     let disk = open(dir.path());
     assert!(!disk.index_is_full(), "served through the table");
     for i in 5000..5004 {
@@ -376,7 +370,7 @@ fn segments_started_after_the_table_are_found() {
     }
     assert!(
         get_large(&disk, 3, 30_000, 2),
-        "the table's older value of key 3"
+        "key 3's value written after the table"
     );
     assert_eq!(get(&disk, 4), Some(value(4, 1)));
 }
@@ -387,18 +381,10 @@ fn segments_started_after_the_table_are_found() {
 #[test]
 fn a_compaction_deleting_a_segment_the_table_does_not_name_removes_the_table() {
     let dir = populated();
-    let top = table::Table::open(dir.path())
-        .unwrap()
-        .unwrap()
-        .header
-        .segs
-        .last()
-        .unwrap()
-        .id;
+    let top = table_top(dir.path());
     let writer = open(dir.path());
     writer.ensure_full().unwrap();
-    // Key 5000 and 5001 fill the segment after the table's (the table's newest may take
-    // none, being nearly full, or one).
+    // Two such values fill a segment: these span at least three segments past the table's.
     write_large(&writer, &[5000, 5001, 5002, 5003, 5004, 5005], 30_000, 1);
     let seg_of = |i: u32| writer.index.read().get(disk_hash_of(i)).unwrap().seg;
     let victim = seg_of(5002);
