@@ -260,3 +260,168 @@ fn compaction_by_another_process_keeps_live_entries() {
         listing(&dir)
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Opening through the hash table while another process rotates and compacts.
+
+const TABLE_KEYS: u32 = 100;
+/// Keys rewritten twice in even generations.
+const TABLE_HOT_KEYS: u32 = 10;
+const TABLE_GENERATIONS: u64 = 90;
+
+fn table_builder(dir: &Path) -> CacheBuilder {
+    Cache::builder()
+        .directory(dir)
+        .identity(&b"multiprocess-test driver 1"[..])
+        // Room for every generation: only compaction deletes segments.
+        .max_disk_bytes(64 << 20)
+        // A few values per segment: each generation starts segments past the table's.
+        .max_segment_bytes(32 << 10)
+        .open_table_min_entries(0)
+        .preload(false)
+}
+
+/// Waits (bounded) until `path` holds `want`.
+fn wait_for(path: &Path, want: u64) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        let got = std::fs::read_to_string(path).ok();
+        if got.and_then(|s| s.trim().parse::<u64>().ok()) == Some(want) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    false
+}
+
+/// Writes `n` to `path` atomically.
+fn publish(path: &Path, n: u64) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, n.to_string()).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// The newest segment id the directory's hash table names, if it has one that decodes this
+/// far (`docs/disk-format.md`: the segment count at 40, then 40 bytes per segment from 48).
+fn table_top(dir: &Path) -> Option<u32> {
+    let bytes = std::fs::read(dir.join("seg-table.hix")).ok()?;
+    let u32_at = |i: usize| Some(u32::from_le_bytes(bytes.get(i..i + 4)?.try_into().ok()?));
+    let segs = u32_at(40)? as usize;
+    u32_at(48 + 40 * segs.checked_sub(1)?)
+}
+
+/// The highest segment id with an index file (`seg-<8 hex digits>.idx`).
+fn newest_segment(dir: &Path) -> Option<u32> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let hex = name.strip_prefix("seg-")?.strip_suffix(".idx")?;
+            u32::from_str_radix(hex, 16).ok()
+        })
+        .max()
+}
+
+/// The writer, in rounds of three generations: the first rewrites every key (enough entries
+/// that its flush rewrites the table); the next two rewrite the first few keys with larger
+/// values (too few entries for a new table), each starting segments past the table's
+/// newest, and the third leaves the second's segments dead, so the compaction its flush runs
+/// deletes them while its own stay. After each generation the writer publishes it and waits
+/// for the reader.
+#[test]
+#[ignore = "child process of the multi-process tests; does nothing unless GPUCACHE_CHILD is set"]
+fn child_mp_table_writer() {
+    let Some(()) = child_role("mp-table-writer") else {
+        return;
+    };
+    let dir = env("GPUCACHE_DIR");
+    let sync = Path::new(&env("GPUCACHE_SYNC")).to_path_buf();
+    let mut rng = Rng::new(env_u64("GPUCACHE_SEED"));
+    let cache = table_builder(Path::new(&dir)).open().unwrap();
+    for generation in 1..=TABLE_GENERATIONS {
+        let (keys, lens) = match generation % 3 {
+            1 => (TABLE_KEYS, (300, 1200)),
+            _ => (TABLE_HOT_KEYS, (2000, 5000)),
+        };
+        for id in 0..keys {
+            let len = rng.range(lens.0, lens.1) as usize;
+            cache
+                .insert(&key(id), value_for(id, generation, len))
+                .unwrap();
+        }
+        cache.flush().unwrap();
+        publish(&sync.join("published"), generation);
+        assert!(wait_for(&sync.join("checked"), generation), "no reader");
+    }
+    let d = cache.stats().disk.unwrap();
+    println!("RESULT compacted_segments={}", d.compacted_segments);
+}
+
+/// The generation of key `id`'s latest value after `generation` (see the writer).
+fn table_expected(id: u32, generation: u64) -> u64 {
+    if id < TABLE_HOT_KEYS {
+        generation
+    } else {
+        generation - (generation + 2) % 3
+    }
+}
+
+/// A process that opens the directory after another has flushed finds every value it
+/// flushed, whether the open trusts the table (no listing: one `stat` of the next segment
+/// id) or lists the directory because segments were started since; the writer's
+/// compactions delete segments started after the table while later ones stay. The
+/// processes take turns, so every miss or older value is the open's fault, not a race with
+/// the writer.
+#[test]
+fn opens_through_the_table_find_what_another_process_flushed() {
+    let seed = seed("opens_through_the_table_find_what_another_process_flushed");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cache");
+    let sync = tmp.path().join("sync");
+    std::fs::create_dir(&sync).unwrap();
+    let mut cmd = child_command("child_mp_table_writer", "mp-table-writer");
+    cmd.env("GPUCACHE_DIR", &dir)
+        .env("GPUCACHE_SYNC", &sync)
+        .env("GPUCACHE_SEED", seed.to_string());
+    let writer = Running::spawn(cmd).unwrap();
+    let mut rng = Rng::new(seed ^ 1);
+    let (mut past_table, mut with_table) = (0, 0);
+    for generation in 1..=TABLE_GENERATIONS {
+        assert!(
+            wait_for(&sync.join("published"), generation),
+            "writer stopped before generation {generation} (seed {seed})"
+        );
+        if let Some(top) = table_top(&dir) {
+            with_table += 1;
+            let newest = newest_segment(&dir).unwrap_or(0);
+            past_table += usize::from(newest > top);
+        }
+        let cache = table_builder(&dir).open().unwrap();
+        let mut ids: Vec<u32> = (0..TABLE_KEYS).collect();
+        for i in (1..ids.len()).rev() {
+            ids.swap(i, rng.range(0, i as u64 + 1) as usize);
+        }
+        for id in ids {
+            let got = cache.get(&key(id)).map(|v| verify(id, &v));
+            assert_eq!(
+                got,
+                Some(Ok(table_expected(id, generation))),
+                "key {id} after generation {generation} (seed {seed}); files {:?}",
+                listing(&dir)
+            );
+        }
+        drop(cache);
+        publish(&sync.join("checked"), generation);
+    }
+    let done = writer.wait(Duration::from_secs(120));
+    done.assert_success(&format!("writer (seed {seed})"));
+    println!(
+        "{}; opens with a table {with_table}, of them with segments past it {past_table}",
+        done.lines_with("RESULT").next().unwrap_or("no report")
+    );
+    assert!(
+        past_table > 0,
+        "no open found segments started after the table"
+    );
+}
