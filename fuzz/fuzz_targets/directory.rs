@@ -1,8 +1,12 @@
 //! A cache directory whose files are arbitrary bytes: opening it, reading every key named in
 //! the input and writing to it must never panic, and a value read back must be one written.
+//! A quarter of the inputs also get a hash table the open trusts, whose page is input bytes
+//! (its CRC made sound half of those times): hostile slots are served through it.
 #![no_main]
 
-use gpucache::fuzzing::{encode_meta, encode_segment_header, SegmentFile};
+use gpucache::fuzzing::{
+    encode_meta, encode_segment_header, trusted_table_for_fuzzing, SegmentFile,
+};
 use gpucache::Identity;
 use libfuzzer_sys::fuzz_target;
 
@@ -25,6 +29,11 @@ fuzz_target!(|data: &[u8]| {
     write("meta", &meta);
     write("seg-00000001.idx", &with_header(SegmentFile::Index, idx));
     write("seg-00000001.dat", &with_header(SegmentFile::Data, dat));
+    let flags = data.last().copied().unwrap_or(0);
+    if flags & 6 == 6 {
+        let table = trusted_table_for_fuzzing(dir.path(), dat, flags & 8 != 0).unwrap();
+        write("seg-table.hix", &table);
+    }
     let cache = gpucache::Cache::builder()
         .directory(dir.path())
         .preload(true)

@@ -404,3 +404,33 @@ fn a_compaction_deleting_a_segment_the_table_does_not_name_removes_the_table() {
 fn disk_hash_of(i: u32) -> u64 {
     super::super::format::disk_hash(&key(i))
 }
+
+/// The table the directory fuzz target builds is one an open trusts, and a hostile page in
+/// it (a slot naming a key's hash and the offset of another key's record) is not served.
+#[test]
+fn the_fuzz_targets_table_is_trusted_and_its_slots_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = open(dir.path());
+    write(&disk, &[(1, Some(1)), (2, Some(1))]);
+    drop(disk);
+    table::remove_table(dir.path()).unwrap();
+    let seg = *dir::list_segments(dir.path()).unwrap().first().unwrap();
+    assert_eq!(seg, 1);
+    // Key 1's hash, pointing at key 2's record (the first after the data header).
+    let writer = open(dir.path());
+    writer.ensure_full().unwrap();
+    let loc2 = writer.index.read().get(disk_hash_of(2)).unwrap();
+    drop(writer);
+    let mut page = vec![0u8; table::PAGE_LEN];
+    page[4..6].copy_from_slice(&1u16.to_le_bytes());
+    page[8..16].copy_from_slice(&disk_hash_of(1).to_le_bytes());
+    page[16..20].copy_from_slice(&1u32.to_le_bytes());
+    page[20..24].copy_from_slice(&loc2.offset.to_le_bytes());
+    page[24..28].copy_from_slice(&loc2.value_len.to_le_bytes());
+    page[28..30].copy_from_slice(&loc2.key_len.to_le_bytes());
+    let bytes = table::trusted_table_for_fuzzing(dir.path(), &page, true).unwrap();
+    fs::write(table::table_path(dir.path()), bytes).unwrap();
+    let disk = open(dir.path());
+    assert!(!disk.index_is_full(), "the table was not trusted");
+    assert_eq!(get(&disk, 1), None, "served another key's record");
+}
