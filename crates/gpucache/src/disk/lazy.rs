@@ -354,9 +354,10 @@ impl DiskTier {
         self.cover.lock().wrote && self.index_is_full()
     }
 
-    /// Called by a writer holding the lock before it deletes segment `seg` while an older
-    /// one remains (a compaction): if the directory's table may not name `seg` (it was
-    /// started after the last table this process read or wrote), the table goes first.
+    /// Called by a writer holding the lock before it deletes segment `seg` otherwise than
+    /// as the oldest (a compaction, or a repair removing a damaged segment): if the
+    /// directory's table may not name `seg` (it was started after the last table this
+    /// process read or wrote), the table goes first.
     /// Otherwise an open could find the table's newest segment and no index file at the id
     /// after it, and take the table's segments for all there are while a later one holds
     /// newer records (`Self::open_lazy`). The next durable batch writes a table again.
