@@ -455,6 +455,47 @@ impl DiskTier {
     }
 }
 
+/// A table that an open of `dir` trusts (it holds `dir`'s meta file bytes and names segment
+/// 1's index file as it is now), whose one page is `page` (zero-padded or cut to a page; its
+/// CRC made sound if `seal`): for the directory fuzz target, which serves hostile slots
+/// through it.
+#[cfg(any(test, fuzzing))]
+pub fn trusted_table_for_fuzzing(
+    dir: &std::path::Path,
+    page: &[u8],
+    seal: bool,
+) -> io::Result<Vec<u8>> {
+    use table::{TableHeader, PAGE_LEN};
+    let meta = fs::read(dir.join(dir::META_FILE))?;
+    let idx = File::open(dir::index_path(dir, 1))?;
+    let m = idx.metadata()?;
+    let header = TableHeader {
+        header_len: PAGE_LEN as u32,
+        pages: 1,
+        entries: 1,
+        meta_ino: 0,
+        segs: vec![TableSeg {
+            id: 1,
+            idx_len: m.len(),
+            data_end: 0,
+            idx_ino: m.ino(),
+            idx_btime: birth_ns(&m),
+            last_entry_crc: last_entry_crc(&idx, m.len())?,
+        }],
+        meta,
+    };
+    let mut bytes = table::encode_header(&header);
+    bytes.resize(PAGE_LEN, 0);
+    let mut p = page[..page.len().min(PAGE_LEN)].to_vec();
+    p.resize(PAGE_LEN, 0);
+    if seal {
+        let crc = crc32c::crc32c(&p[4..]);
+        p[..4].copy_from_slice(&crc.to_le_bytes());
+    }
+    bytes.extend_from_slice(&p);
+    Ok(bytes)
+}
+
 /// CRC32C of the index entry that ends at `idx_len` (0 if the file has none).
 fn last_entry_crc(file: &File, idx_len: u64) -> io::Result<u32> {
     let entry = INDEX_ENTRY_LEN as u64;

@@ -175,7 +175,8 @@ impl DiskTier {
         self.refresh_with(true)
     }
 
-    /// [`Self::refresh`] from a listing of the segments just made (at open).
+    /// [`Self::refresh`] given the segments an open just found: its listing, or the
+    /// table's segments where it needed none.
     pub(crate) fn refresh_listed(&self, ids: Vec<u32>) -> io::Result<()> {
         self.refresh_with_listing(false, Some(ids))
     }

@@ -415,54 +415,6 @@ pub(crate) fn write_table(dir: &Path, bytes: &[u8]) -> io::Result<()> {
     written
 }
 
-/// A table that an open of `dir` trusts (it names `dir`'s meta file bytes and segment 1's
-/// index file as it is now), whose one page is `page` (zero-padded or cut to a page; its CRC
-/// made sound if `seal`): for the directory fuzz target, which serves hostile slots through
-/// it.
-#[cfg(any(test, fuzzing))]
-pub fn trusted_table_for_fuzzing(dir: &Path, page: &[u8], seal: bool) -> io::Result<Vec<u8>> {
-    use std::os::unix::fs::{FileExt, MetadataExt};
-    let meta = fs::read(dir.join(super::dir::META_FILE))?;
-    let idx = File::open(super::dir::index_path(dir, 1))?;
-    let m = idx.metadata()?;
-    let mut last = [0u8; 24];
-    let last_entry_crc = if m.len() >= 32 + 24 {
-        idx.read_exact_at(&mut last, m.len() - 24)?;
-        crc32c::crc32c(&last)
-    } else {
-        0
-    };
-    let header = TableHeader {
-        header_len: PAGE_LEN as u32,
-        pages: 1,
-        entries: 1,
-        meta_ino: 0,
-        segs: vec![TableSeg {
-            id: 1,
-            idx_len: m.len(),
-            data_end: 0,
-            idx_ino: m.ino(),
-            idx_btime: m
-                .created()
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map_or(0, |d| d.as_nanos() as u64),
-            last_entry_crc,
-        }],
-        meta,
-    };
-    let mut bytes = encode_header(&header);
-    bytes.resize(PAGE_LEN, 0);
-    let mut p = page[..page.len().min(PAGE_LEN)].to_vec();
-    p.resize(PAGE_LEN, 0);
-    if seal {
-        let crc = crc32c::crc32c(&p[4..]);
-        p[..4].copy_from_slice(&crc.to_le_bytes());
-    }
-    bytes.extend_from_slice(&p);
-    Ok(bytes)
-}
-
 /// Removes `dir`'s table, if any (before segments are removed wholesale).
 pub(crate) fn remove_table(dir: &Path) -> io::Result<()> {
     match fs::remove_file(table_path(dir)) {

@@ -179,7 +179,7 @@ impl DiskTier {
             _ => None,
         };
         match lazy {
-            // The listing the table was checked against serves the first refresh too.
+            // The segments the table was checked against serve the first refresh too.
             Some(ids) => {
                 disk.refresh_listed(ids)?;
                 // Not to be taken for that file by a later refresh.

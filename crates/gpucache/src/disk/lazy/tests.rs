@@ -428,7 +428,7 @@ fn the_fuzz_targets_table_is_trusted_and_its_slots_checked() {
     page[20..24].copy_from_slice(&loc2.offset.to_le_bytes());
     page[24..28].copy_from_slice(&loc2.value_len.to_le_bytes());
     page[28..30].copy_from_slice(&loc2.key_len.to_le_bytes());
-    let bytes = table::trusted_table_for_fuzzing(dir.path(), &page, true).unwrap();
+    let bytes = trusted_table_for_fuzzing(dir.path(), &page, true).unwrap();
     fs::write(table::table_path(dir.path()), bytes).unwrap();
     let disk = open(dir.path());
     assert!(!disk.index_is_full(), "the table was not trusted");
