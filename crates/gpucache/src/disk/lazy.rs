@@ -15,7 +15,7 @@
 //! replaced since the table was written, make the process build the full index at once
 //! ([`DiskTier::ensure_full`]), as do writing, the preload and the statistics.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::fs::{self, File};
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -25,10 +25,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use parking_lot::{Mutex, RwLock};
 
 use super::dir::{self, At};
-use super::format::{
-    decode_index_entry, decode_meta, decode_segment_header, SegmentFile, INDEX_ENTRY_LEN,
-    SEGMENT_HEADER_LEN,
-};
+use super::format::{decode_index_entry, decode_meta, INDEX_ENTRY_LEN, SEGMENT_HEADER_LEN};
 use super::index::{Index, Loc};
 use super::table::{self, Found, Table, TableSeg};
 use super::DiskTier;
@@ -52,17 +49,6 @@ pub(super) struct Lazy {
     full: bool,
     /// Key hashes the overlay has named at some point.
     touched: Mutex<HashSet<u64, PassThroughBuildHasher>>,
-    /// Segments whose data-file header was read before serving their records through the
-    /// table: whether it was sound.
-    headers: Mutex<HashMap<u32, bool>>,
-}
-
-impl Lazy {
-    /// Whether segment `seg`'s data-file header was found bad: its records are not served
-    /// until the repair has run (it drops the table).
-    fn bad_header(&self, seg: u32) -> bool {
-        self.headers.lock().get(&seg) == Some(&false)
-    }
 }
 
 /// What the last table this process read or wrote covers: how much the index files grew
@@ -98,25 +84,33 @@ impl DiskTier {
         // Never reuse an id the table names, whether or not it is trusted.
         self.index.write().note_id(newest.id);
         let covered_max = newest.id;
-        // The newest segment's index file, opened once: its length and identity, its last
-        // covered entry, and (kept for the refresh that follows the open) the entries
-        // written after the table.
+        if newest.idx_len < SEGMENT_HEADER_LEN as u64 {
+            return Ok(None);
+        }
+        // The newest segment's index file, opened once: its last covered entry and what
+        // follows it, and (kept for the refresh that follows the open) the entries written
+        // after the table.
         let opened = match at.open(&dir::index_name(covered_max)) {
-            Ok(file) => {
-                let m = file.metadata()?;
-                let btime = birth_ns(&m);
-                if m.ino() != newest.idx_ino
-                    || (btime != 0 && newest.idx_btime != 0 && btime != newest.idx_btime)
-                    || m.len() < newest.idx_len
-                    || newest.idx_len < SEGMENT_HEADER_LEN as u64
-                {
-                    return Ok(None); // Rebuilt, replaced or cut since.
+            Ok(file) => match covered_tail(&file, newest)? {
+                CoveredTail::Differs => return Ok(None), // Cut (and grown again) since.
+                // Nothing written since: it is as long as the table says. Whether it is
+                // still the same file (inode, birth time) is asked by the next refresh,
+                // which opens it again (the full index build after the first lookup): one
+                // `fstat` fewer before the first hit. A file replaced by one ending in the
+                // same entry at the same length (a rebuild that changed only entries before
+                // it) is served through the table until then, each record checked.
+                CoveredTail::AtEnd => Some((file, newest.idx_len, newest.idx_ino)),
+                CoveredTail::Grown => {
+                    let m = file.metadata()?;
+                    let btime = birth_ns(&m);
+                    if m.ino() != newest.idx_ino
+                        || (btime != 0 && newest.idx_btime != 0 && btime != newest.idx_btime)
+                    {
+                        return Ok(None); // Rebuilt or replaced since.
+                    }
+                    Some((file, m.len(), m.ino()))
                 }
-                if !last_entry_matches(&file, newest)? {
-                    return Ok(None); // Cut (a power cut) and appended to again since.
-                }
-                Some((file, m))
-            }
+            },
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(e),
         };
@@ -147,8 +141,8 @@ impl DiskTier {
             // an open costs the same few I/Os whatever the number of segments.
             overlay.seed_segment(s.id, s.idx_len, s.data_end, s.idx_ino);
         }
-        if let Some((file, m)) = opened {
-            *self.opened_index.lock() = Some((covered_max, file, m));
+        if let Some((file, len, ino)) = opened {
+            *self.opened_index.lock() = Some((covered_max, file, len, ino));
         }
         overlay.note_id(self.index.read().max_id());
         if let Some(&newest) = ids.last() {
@@ -166,7 +160,6 @@ impl DiskTier {
             sealed_below: covered_max,
             full: false,
             touched: Mutex::default(),
-            headers: Mutex::default(),
         });
         self.opened_lazily.store(true, Ordering::Release);
         Ok(Some(ids))
@@ -233,19 +226,16 @@ impl DiskTier {
             };
             if lz.full || !self.lazy_broken.load(Ordering::Acquire) {
                 if let Some(loc) = self.index.read().latest(hash) {
-                    return (!loc.tombstone && !lz.bad_header(loc.seg)).then_some(loc);
+                    return (!loc.tombstone).then_some(loc);
                 }
                 if !lz.full && lz.touched.lock().contains(&hash) {
                     return None;
                 }
+                // The record is checked when read (CRC, lengths, full key), as one found
+                // through the full index is; its data file's header is the full index's to
+                // judge (it marks a bad one for repair, as when opening without a table).
                 match lz.table.find(hash) {
-                    Found::At(slot) if self.data_header_sound(lz, slot.seg) => {
-                        return Some(slot.loc())
-                    }
-                    // A data file whose header is bad is the full index's to judge (it
-                    // marks the segment for repair): its records are not served before.
-                    Found::At(_) if lz.full => return None,
-                    Found::At(_) => {}
+                    Found::At(slot) => return Some(slot.loc()),
                     Found::Absent => return None,
                     Found::Unknown if lz.full => return None,
                     Found::Unknown => {}
@@ -256,33 +246,7 @@ impl DiskTier {
             self.counters.add_read_error(&e);
             return None;
         }
-        let loc = self.index.read().get(hash)?;
-        let lazy = self.lazy.read();
-        let bad = lazy.as_ref().is_some_and(|lz| lz.bad_header(loc.seg));
-        (!bad).then_some(loc)
-    }
-
-    /// Whether segment `seg`'s data file starts with its own header (read once per segment,
-    /// before the first record served through the table). A bad header makes lookups stop
-    /// trusting the table; a missing file is left to the record read (a miss).
-    fn data_header_sound(&self, lz: &Lazy, seg: u32) -> bool {
-        if let Some(&sound) = lz.headers.lock().get(&seg) {
-            return sound;
-        }
-        let mut header = [0u8; SEGMENT_HEADER_LEN];
-        let sound = match self.data_file(seg) {
-            Ok(file) => match file.read_exact_at(&mut header, 0) {
-                Ok(()) => decode_segment_header(SegmentFile::Data, &header) == Ok(seg),
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => false,
-                Err(_) => return true, // Not known: the record read will tell.
-            },
-            Err(_) => return true,
-        };
-        lz.headers.lock().insert(seg, sound);
-        if !sound {
-            self.break_lazy();
-        }
-        sound
+        self.index.read().get(hash)
     }
 
     /// Builds the full in-memory index from the index files, if this process still serves
@@ -507,13 +471,45 @@ fn last_entry_crc(file: &File, idx_len: u64) -> io::Result<u32> {
     Ok(crc32c::crc32c(&buf))
 }
 
-/// Whether segment `s`'s index file (`file`) still holds the last entry the table covers.
-fn last_entry_matches(file: &File, s: &TableSeg) -> io::Result<bool> {
-    match last_entry_crc(file, s.idx_len) {
-        Ok(crc) => Ok(crc == s.last_entry_crc),
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(false),
-        Err(e) => Err(e),
-    }
+/// What the table's newest segment's index file holds at the table's watermark.
+#[derive(Debug, PartialEq, Eq)]
+enum CoveredTail {
+    /// Shorter than the watermark, or another entry before it than the table's last.
+    Differs,
+    /// The table's last entry, and nothing after it.
+    AtEnd,
+    /// The table's last entry, and more after it.
+    Grown,
+}
+
+/// Reads what segment `s`'s index file (`file`, at least a header long) holds around the
+/// table's watermark in one read: the last covered entry (or, with none, the header's last
+/// byte) and the next entry. A read of a regular file that returns fewer bytes than asked
+/// ended at the end of the file.
+fn covered_tail(file: &File, s: &TableSeg) -> io::Result<CoveredTail> {
+    let has_entry = s.idx_len >= (SEGMENT_HEADER_LEN + INDEX_ENTRY_LEN) as u64;
+    let covered = if has_entry { INDEX_ENTRY_LEN } else { 1 };
+    let mut buf = [0u8; 2 * INDEX_ENTRY_LEN];
+    let buf = &mut buf[..covered + INDEX_ENTRY_LEN];
+    let n = loop {
+        match file.read_at(buf, s.idx_len - covered as u64) {
+            Ok(n) => break n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    };
+    let crc = if has_entry {
+        crc32c::crc32c(&buf[..covered])
+    } else {
+        0
+    };
+    Ok(if n < covered || crc != s.last_entry_crc {
+        CoveredTail::Differs
+    } else if n == covered {
+        CoveredTail::AtEnd
+    } else {
+        CoveredTail::Grown
+    })
 }
 
 /// An index file's birth time in nanoseconds since the epoch; 0 where the file system does

@@ -240,8 +240,8 @@ impl DiskTier {
     ) -> io::Result<()> {
         // The index file the open through the table checked, if this is it.
         let opened = self.opened_index.lock().take();
-        if let Some((_, file, meta)) = opened.filter(|(seg, ..)| *seg == id) {
-            let result = self.refresh_segment_file(target, id, locked, newest, &file, &meta);
+        if let Some((_, file, len, ino)) = opened.filter(|(seg, ..)| *seg == id) {
+            let result = self.refresh_segment_file(target, id, locked, newest, &file, len, ino);
             self.defer_close(file);
             return result;
         }
@@ -251,7 +251,7 @@ impl DiskTier {
             Err(e) => return Err(e),
         };
         let meta = file.metadata()?;
-        self.refresh_segment_file(target, id, locked, newest, &file, &meta)
+        self.refresh_segment_file(target, id, locked, newest, &file, meta.len(), meta.ino())
     }
 
     /// Keeps a file the open used until the next refresh or the full index build closes it:
@@ -260,7 +260,9 @@ impl DiskTier {
         *self.spent_file.lock() = Some(file);
     }
 
-    /// [`Self::refresh_segment`] of the open index file `file`, whose `fstat` is `meta`.
+    /// [`Self::refresh_segment`] of the open index file `file`, `len` bytes long, of inode
+    /// `ino`.
+    #[allow(clippy::too_many_arguments)]
     fn refresh_segment_file(
         &self,
         target: &RwLock<Index>,
@@ -268,9 +270,9 @@ impl DiskTier {
         locked: bool,
         newest: bool,
         file: &File,
-        meta: &std::fs::Metadata,
+        len: u64,
+        ino: u64,
     ) -> io::Result<()> {
-        let (len, ino) = (meta.len(), meta.ino());
         let known = target.read().segs().get(&id).copied();
         if known.is_some_and(|info| info.idx_ino != ino || info.idx_consumed > len) {
             if self.is_overlay(target) {

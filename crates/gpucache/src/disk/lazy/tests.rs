@@ -1,5 +1,6 @@
 //! Tests of opening through the table (`super`).
 
+use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
@@ -170,11 +171,12 @@ fn a_damaged_table_page_falls_back_to_the_full_index() {
     assert_eq!(get(&disk, 8), Some(value(8, 1)));
 }
 
-/// A data file whose header was destroyed: its records are not served through the table
-/// before the full index has judged it and the repair ran (it rewrites the header, the
-/// index file describing the data exactly).
+/// A data file whose header was destroyed: its records are sound, so they are served through
+/// the table as through the full index (each checked when read), without reading the header
+/// first; the full index finds the bad header and marks the segment for repair, which
+/// rewrites the header (the index file describes the data exactly).
 #[test]
-fn a_data_file_with_a_bad_header_is_not_served_through_the_table() {
+fn a_data_file_with_a_bad_header_is_served_as_without_a_table_and_repaired() {
     let dir = populated();
     let seg = match table::Table::open(dir.path())
         .unwrap()
@@ -184,30 +186,32 @@ fn a_data_file_with_a_bad_header_is_not_served_through_the_table() {
         Found::At(slot) => slot.seg,
         other => panic!("{other:?}"),
     };
-    let data = fs::OpenOptions::new()
-        .write(true)
-        .open(dir::data_path(dir.path(), seg))
-        .unwrap();
+    let path = dir::data_path(dir.path(), seg);
+    let data = fs::OpenOptions::new().write(true).open(&path).unwrap();
     data.write_all_at(&[0xee; 8], 0).unwrap();
     let disk = open(dir.path());
     assert!(!disk.index_is_full());
-    assert_eq!(
-        get(&disk, 7),
-        None,
-        "served from a data file with a bad header"
-    );
+    assert_eq!(get(&disk, 7), Some(value(7, 1)), "a sound record");
     assert!(
-        disk.index_is_full(),
-        "the bad header made it read the index files"
+        !disk.index_is_full(),
+        "served without reading the index files"
+    );
+    assert!(disk.build_full_index());
+    let header = fs::read(&path).unwrap();
+    assert_eq!(
+        super::super::format::decode_segment_header(
+            super::super::format::SegmentFile::Data,
+            &header[..SEGMENT_HEADER_LEN]
+        ),
+        Ok(seg),
+        "the repair rewrote the header"
     );
     let in_seg = |i: u32| disk.index.read().get(disk_hash_of(i)).map(|l| l.seg) == Some(seg);
     let neighbour = (0..1000)
         .find(|&i| i != 7 && in_seg(i))
         .expect("a key beside 7");
-    assert_eq!(get(&disk, neighbour), None, "served before the repair");
-    assert!(disk.build_full_index());
     assert_eq!(get(&disk, neighbour), Some(value(neighbour, 1)));
-    assert_eq!(get(&disk, 7), Some(value(7, 1)), "repaired");
+    assert_eq!(get(&disk, 7), Some(value(7, 1)));
 }
 
 #[test]
@@ -217,6 +221,27 @@ fn a_replaced_index_file_or_a_foreign_table_is_not_trusted() {
     let idx = dir::index_path(dir.path(), newest);
     let copy = dir.path().join("copy");
     fs::copy(&idx, &copy).unwrap();
+    fs::rename(&copy, &idx).unwrap();
+    // The same bytes: the open reads the last covered entry, not the inode, so it takes
+    // the table; the next refresh, which opens the file again, finds the new inode.
+    let disk = open(dir.path());
+    assert!(!disk.index_is_full());
+    assert_eq!(get(&disk, 9), Some(value(9, 1)));
+    disk.refresh().unwrap();
+    assert!(
+        disk.index_is_full(),
+        "a new inode: the table is no longer used"
+    );
+    assert_eq!(get(&disk, 9), Some(value(9, 1)));
+    drop(disk);
+    // Replaced and grown since (a torn entry after the copy): the open asks for the inode.
+    fs::copy(&idx, &copy).unwrap();
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&copy)
+        .unwrap()
+        .write_all(&[0xab; 5])
+        .unwrap();
     fs::rename(&copy, &idx).unwrap();
     let disk = open(dir.path());
     assert!(disk.index_is_full(), "a new inode: the table is not used");
@@ -433,4 +458,45 @@ fn the_fuzz_targets_table_is_trusted_and_its_slots_checked() {
     let disk = open(dir.path());
     assert!(!disk.index_is_full(), "the table was not trusted");
     assert_eq!(get(&disk, 1), None, "served another key's record");
+}
+
+/// The open's one read at the newest index file's watermark tells a file at the watermark
+/// from one grown since and from one cut or changed before it, with and without a covered
+/// entry.
+#[test]
+fn the_read_at_the_watermark_tells_unchanged_grown_and_cut_files_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("idx");
+    let header = [7u8; SEGMENT_HEADER_LEN];
+    let entry = [9u8; INDEX_ENTRY_LEN];
+    let tail_of = |bytes: &[u8], idx_len: u64, last_entry_crc: u32| {
+        fs::File::create(&path).unwrap().write_all(bytes).unwrap();
+        let seg = TableSeg {
+            id: 1,
+            idx_len,
+            data_end: 0,
+            idx_ino: 0,
+            idx_btime: 0,
+            last_entry_crc,
+        };
+        covered_tail(&File::open(&path).unwrap(), &seg).unwrap()
+    };
+    let crc = crc32c::crc32c(&entry);
+    let one = [&header[..], &entry[..]].concat();
+    let covered = one.len() as u64;
+    assert_eq!(tail_of(&one, covered, crc), CoveredTail::AtEnd);
+    assert_eq!(
+        tail_of(&[&one[..], &[1]].concat(), covered, crc),
+        CoveredTail::Grown
+    );
+    assert_eq!(tail_of(&one, covered, crc ^ 1), CoveredTail::Differs);
+    assert_eq!(
+        tail_of(&one[..one.len() - 1], covered, crc),
+        CoveredTail::Differs
+    );
+    // No entry covered: the header's end is what must be there.
+    let h = SEGMENT_HEADER_LEN as u64;
+    assert_eq!(tail_of(&header, h, 0), CoveredTail::AtEnd);
+    assert_eq!(tail_of(&one, h, 0), CoveredTail::Grown);
+    assert_eq!(tail_of(&header[..10], h, 0), CoveredTail::Differs);
 }
