@@ -75,6 +75,39 @@ impl<'a> At<'a> {
         Ok(File::from(file))
     }
 
+    /// The file `name`'s inode, length and birth time (one `statx`, following no symbolic
+    /// link), or `None` if it does not exist.
+    pub(crate) fn stat(&self, name: &str) -> io::Result<Option<FileStat>> {
+        use rustix::fs::{AtFlags, StatxFlags};
+        let (fd, path) = self.at(name);
+        let wanted = StatxFlags::INO | StatxFlags::SIZE | StatxFlags::BTIME;
+        match rustix::fs::statx(fd, &path, AtFlags::SYMLINK_NOFOLLOW, wanted) {
+            Ok(st) => {
+                let btime = &st.stx_btime;
+                let known = st.stx_mask & StatxFlags::BTIME.bits() != 0 && btime.tv_sec >= 0;
+                Ok(Some(FileStat {
+                    ino: st.stx_ino,
+                    len: st.stx_size,
+                    btime_ns: if known {
+                        btime.tv_sec as u64 * 1_000_000_000 + u64::from(btime.tv_nsec)
+                    } else {
+                        0
+                    },
+                }))
+            }
+            Err(rustix::io::Errno::NOENT) => Ok(None),
+            // No `statx` (a kernel before 4.11, a sandbox): std's `stat` by path.
+            Err(rustix::io::Errno::NOSYS | rustix::io::Errno::PERM) => {
+                match fs::symlink_metadata(self.dir.join(name)) {
+                    Ok(m) => Ok(Some(FileStat::of(&m))),
+                    Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+                    Err(e) => Err(e),
+                }
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Whether the file `name` exists (one `stat`, following no symbolic link). An error
     /// other than its absence is returned.
     pub(crate) fn exists(&self, name: &str) -> io::Result<bool> {
@@ -85,6 +118,34 @@ impl<'a> At<'a> {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// What an open checks of a file without opening it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FileStat {
+    pub(crate) ino: u64,
+    pub(crate) len: u64,
+    /// Nanoseconds since the epoch; 0 where the file system does not tell.
+    pub(crate) btime_ns: u64,
+}
+
+impl FileStat {
+    pub(crate) fn of(m: &fs::Metadata) -> FileStat {
+        FileStat {
+            ino: m.ino(),
+            len: m.len(),
+            btime_ns: birth_ns(m),
+        }
+    }
+}
+
+/// A file's birth time in nanoseconds since the epoch; 0 where the file system does not
+/// tell.
+pub(crate) fn birth_ns(m: &fs::Metadata) -> u64 {
+    m.created()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// Segment ids that have an index file, read from `fd`, a descriptor of the directory whose

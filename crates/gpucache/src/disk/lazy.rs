@@ -16,15 +16,15 @@
 //! ([`DiskTier::ensure_full`]), as do writing, the preload and the statistics.
 
 use std::collections::{BTreeMap, HashSet};
-use std::fs::{self, File};
+use std::fs::File;
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 
-use super::dir::{self, At};
+use super::dir::{self, birth_ns, At};
 use super::format::{decode_index_entry, decode_meta, INDEX_ENTRY_LEN, SEGMENT_HEADER_LEN};
 use super::index::{Index, Loc};
 use super::table::{self, Found, Table, TableSeg};
@@ -87,32 +87,41 @@ impl DiskTier {
         if newest.idx_len < SEGMENT_HEADER_LEN as u64 {
             return Ok(None);
         }
-        // The newest segment's index file, opened once: its last covered entry and what
-        // follows it, and (kept for the refresh that follows the open) the entries written
-        // after the table.
-        let opened = match at.open(&dir::index_name(covered_max)) {
-            Ok(file) => match covered_tail(&file, newest)? {
-                CoveredTail::Differs => return Ok(None), // Cut (and grown again) since.
-                // Nothing written since: it is as long as the table says. Whether it is
-                // still the same file (inode, birth time) is asked by the next refresh,
-                // which opens it again (the full index build after the first lookup): one
-                // `fstat` fewer before the first hit. A file replaced by one ending in the
-                // same entry at the same length (a rebuild that changed only entries before
-                // it) is served through the table until then, each record checked.
-                CoveredTail::AtEnd => Some((file, newest.idx_len, newest.idx_ino)),
-                CoveredTail::Grown => {
-                    let m = file.metadata()?;
-                    let btime = birth_ns(&m);
-                    if m.ino() != newest.idx_ino
-                        || (btime != 0 && newest.idx_btime != 0 && btime != newest.idx_btime)
-                    {
-                        return Ok(None); // Rebuilt or replaced since.
-                    }
-                    Some((file, m.len(), m.ino()))
+        // The newest segment's index file: one `stat` (inode, birth time, length) where
+        // nothing was written to it since the table, else opened once, its last covered entry
+        // checked, and kept for the refresh that follows the open, which reads the entries
+        // written after the table.
+        let name = dir::index_name(covered_max);
+        let opened = match at.stat(&name)? {
+            Some(st) => {
+                if !same_index_file(&st, newest) || st.len < newest.idx_len {
+                    return Ok(None); // Rebuilt, replaced or cut since.
                 }
-            },
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e),
+                if st.len == newest.idx_len {
+                    // Its bytes are not read: the covered ones were durable before the table
+                    // was written, so only a writer's repair of a damaged last entry could
+                    // have cut them, and only an append of as many bytes would then bring
+                    // it back to this length. Until the full index is built (after the
+                    // first lookup) such a file is served through the table, each record
+                    // checked; the index files decide from then on.
+                    Some((None, st.len, st.ino))
+                } else {
+                    let file = match at.open(&name) {
+                        Ok(file) => file,
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                        Err(e) => return Err(e),
+                    };
+                    let m = dir::FileStat::of(&file.metadata()?);
+                    if !same_index_file(&m, newest) {
+                        return Ok(None); // Replaced since the `stat`.
+                    }
+                    if covered_tail(&file, newest)? == CoveredTail::Differs {
+                        return Ok(None); // Cut and grown again since.
+                    }
+                    Some((Some(file), m.len, m.ino))
+                }
+            }
+            None => None,
         };
         let started_after = match covered_max.checked_add(1) {
             Some(next) => at.exists(&dir::index_name(next))?,
@@ -430,7 +439,7 @@ pub fn trusted_table_for_fuzzing(
     seal: bool,
 ) -> io::Result<Vec<u8>> {
     use table::{TableHeader, PAGE_LEN};
-    let meta = fs::read(dir.join(dir::META_FILE))?;
+    let meta = std::fs::read(dir.join(dir::META_FILE))?;
     let idx = File::open(dir::index_path(dir, 1))?;
     let m = idx.metadata()?;
     let header = TableHeader {
@@ -469,6 +478,12 @@ fn last_entry_crc(file: &File, idx_len: u64) -> io::Result<u32> {
     let mut buf = [0u8; INDEX_ENTRY_LEN];
     file.read_exact_at(&mut buf, idx_len - entry)?;
     Ok(crc32c::crc32c(&buf))
+}
+
+/// Whether `st` is of the index file the table's segment `s` names: its inode and (where
+/// both are known) birth time.
+fn same_index_file(st: &dir::FileStat, s: &TableSeg) -> bool {
+    st.ino == s.idx_ino && (st.btime_ns == 0 || s.idx_btime == 0 || st.btime_ns == s.idx_btime)
 }
 
 /// What the table's newest segment's index file holds at the table's watermark.
@@ -510,15 +525,6 @@ fn covered_tail(file: &File, s: &TableSeg) -> io::Result<CoveredTail> {
     } else {
         CoveredTail::Grown
     })
-}
-
-/// An index file's birth time in nanoseconds since the epoch; 0 where the file system does
-/// not tell.
-fn birth_ns(m: &fs::Metadata) -> u64 {
-    m.created()
-        .ok()
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 #[cfg(test)]

@@ -92,8 +92,9 @@ pub(crate) struct DiskTier {
     /// Data files open for reading, by segment.
     pub(super) read_files: Mutex<HashMap<u32, Arc<File>>>,
     /// The newest segment's index file as an open through the table checked it (segment,
-    /// file, length, inode), for the refresh that follows (`super::lazy`): not opened twice.
-    pub(super) opened_index: Mutex<Option<(u32, File, u64, u64)>>,
+    /// the file where it was opened, length, inode), for the refresh that follows
+    /// (`super::lazy`): not opened twice, nor at all where it was at the table's watermark.
+    pub(super) opened_index: Mutex<Option<(u32, Option<File>, u64, u64)>>,
     /// A file the open used, closed by the next refresh (`DiskTier::defer_close`).
     pub(super) spent_file: Mutex<Option<File>>,
     pub(super) counters: DiskCounters,
@@ -183,7 +184,7 @@ impl DiskTier {
             Some(ids) => {
                 disk.refresh_listed(ids)?;
                 // Not to be taken for that file by a later refresh.
-                if let Some((_, file, ..)) = disk.opened_index.lock().take() {
+                if let Some((_, Some(file), ..)) = disk.opened_index.lock().take() {
                     disk.defer_close(file);
                 }
             }
