@@ -201,13 +201,15 @@ impl Clone for DirHandle {
     }
 }
 
-/// [`check_owner_stat`] through a descriptor of `dir`, which it also returns (one open and
-/// one `fstat`, where the tier's open would otherwise open it again to list it). Falls back
-/// to a `stat` by path where `dir` cannot be opened (no read permission, not a directory).
+/// [`check_owner_stat`] through an `O_PATH` descriptor of `dir`, which it also returns for
+/// the tier's open to name its files through (one open and one `fstat`). Falls back to a
+/// `stat` by path where `dir` cannot be opened (not a directory, no search permission).
 pub(crate) fn check_owner_open(dir: &Path) -> Result<(Option<fs::Metadata>, DirHandle)> {
     use rustix::fs::{Mode, OFlags};
     // O_DIRECTORY: anything else fails here (a FIFO is never opened, so never waited on).
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    // O_PATH: the descriptor serves `*at` calls and `fstat` only, and opening it skips the
+    // directory's own open (a listing opens the directory through it).
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
     let file = match rustix::fs::open(dir, flags, Mode::empty()) {
         Ok(fd) => File::from(fd),
         Err(rustix::io::Errno::NOENT) => return Ok((None, DirHandle(None))),

@@ -55,10 +55,6 @@ impl<'a> At<'a> {
         At { fd: None, dir }
     }
 
-    pub(crate) fn fd(&self) -> Option<BorrowedFd<'a>> {
-        self.fd
-    }
-
     /// The descriptor and path a `*at` call takes for the file `name`.
     fn at(&self, name: &str) -> (BorrowedFd<'a>, PathBuf) {
         match self.fd {
@@ -106,6 +102,18 @@ impl<'a> At<'a> {
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Segment ids that have an index file: the directory opened for reading through the
+    /// descriptor (an `O_PATH` one cannot be read), else by path.
+    pub(crate) fn list_segments(&self) -> io::Result<Vec<u32>> {
+        use rustix::fs::{Mode, OFlags};
+        let Some(fd) = self.fd else {
+            return list_segments(self.dir);
+        };
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let dir = rustix::fs::openat(fd, ".", flags, Mode::empty())?;
+        list_segments_fd(std::os::fd::AsFd::as_fd(&dir))
     }
 
     /// Whether the file `name` exists (one `stat`, following no symbolic link). An error

@@ -130,10 +130,7 @@ impl DiskTier {
         let ids: Vec<u32> = if opened.is_some() && !started_after {
             h.segs.iter().map(|s| s.id).collect()
         } else {
-            let ids = match at.fd() {
-                Some(fd) => dir::list_segments_fd(fd)?,
-                None => dir::list_segments(&self.cfg.dir)?,
-            };
+            let ids = at.list_segments()?;
             let in_table = |id: u32| h.segs.binary_search_by_key(&id, |s| s.id).is_ok();
             if ids.iter().any(|&id| id <= covered_max && !in_table(id)) {
                 return Ok(None); // A segment the table should know and does not.
