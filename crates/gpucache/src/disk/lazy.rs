@@ -28,6 +28,7 @@ use super::dir::{self, birth_ns, At};
 use super::format::{decode_index_entry, decode_meta, INDEX_ENTRY_LEN, SEGMENT_HEADER_LEN};
 use super::index::{Index, Loc};
 use super::table::{self, Found, Table, TableSeg};
+use super::tier::OpenedIndex;
 use super::DiskTier;
 use crate::hash::PassThroughBuildHasher;
 
@@ -104,7 +105,7 @@ impl DiskTier {
                     // it back to this length. Until the full index is built (after the
                     // first lookup) such a file is served through the table, each record
                     // checked; the index files decide from then on.
-                    Some((None, st.len, st.ino))
+                    Some((None, st))
                 } else {
                     let file = match at.open(&name) {
                         Ok(file) => file,
@@ -118,7 +119,7 @@ impl DiskTier {
                     if covered_tail(&file, newest)? == CoveredTail::Differs {
                         return Ok(None); // Cut and grown again since.
                     }
-                    Some((Some(file), m.len, m.ino))
+                    Some((Some(file), m))
                 }
             }
             None => None,
@@ -147,8 +148,12 @@ impl DiskTier {
             // an open costs the same few I/Os whatever the number of segments.
             overlay.seed_segment(s.id, s.idx_len, s.data_end, s.idx_ino);
         }
-        if let Some((file, len, ino)) = opened {
-            *self.opened_index.lock() = Some((covered_max, file, len, ino));
+        if let Some((file, stat)) = opened {
+            *self.opened_index.lock() = Some(OpenedIndex {
+                seg: covered_max,
+                file,
+                stat,
+            });
         }
         overlay.note_id(self.index.read().max_id());
         if let Some(&newest) = ids.last() {

@@ -7,20 +7,21 @@
 
 use std::fs::File;
 use std::io::{self, ErrorKind};
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::RwLock;
 
-use super::dir;
+use super::dir::{self, FileStat};
 use super::format::{
     decode_index_entry, decode_record, decode_segment_header, disk_hash, peek_key, peek_record_len,
     record_key_value, record_value, RecordHeader, SegmentFile, INDEX_ENTRY_LEN, RECORD_HEADER_LEN,
     SEGMENT_HEADER_LEN,
 };
 use super::index::{whole_entries, Index, Loc, Repair};
+use super::tier::OpenedIndex;
 use super::DiskTier;
 use crate::tier::PreloadSink;
 use crate::Lookup;
@@ -240,11 +241,10 @@ impl DiskTier {
     ) -> io::Result<()> {
         // The index file the open through the table checked, if this is it.
         let opened = self.opened_index.lock().take();
-        if let Some((_, file, len, ino)) = opened.filter(|(seg, ..)| *seg == id) {
+        if let Some(OpenedIndex { file, stat, .. }) = opened.filter(|o| o.seg == id) {
             match file {
                 Some(file) => {
-                    let result =
-                        self.refresh_segment_file(target, id, locked, newest, &file, len, ino);
+                    let result = self.refresh_segment_file(target, id, locked, newest, &file, stat);
                     self.defer_close(file);
                     return result;
                 }
@@ -254,7 +254,7 @@ impl DiskTier {
                         .read()
                         .segs()
                         .get(&id)
-                        .is_some_and(|s| s.idx_ino == ino && s.idx_consumed == len) =>
+                        .is_some_and(|s| s.idx_ino == stat.ino && s.idx_consumed == stat.len) =>
                 {
                     return Ok(());
                 }
@@ -266,8 +266,8 @@ impl DiskTier {
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(e),
         };
-        let meta = file.metadata()?;
-        self.refresh_segment_file(target, id, locked, newest, &file, meta.len(), meta.ino())
+        let stat = FileStat::of(&file.metadata()?);
+        self.refresh_segment_file(target, id, locked, newest, &file, stat)
     }
 
     /// Keeps a file the open used until the next refresh or the full index build closes it:
@@ -276,9 +276,8 @@ impl DiskTier {
         *self.spent_file.lock() = Some(file);
     }
 
-    /// [`Self::refresh_segment`] of the open index file `file`, `len` bytes long, of inode
-    /// `ino`.
-    #[allow(clippy::too_many_arguments)]
+    /// [`Self::refresh_segment`] of the open index file `file`, whose length and inode are
+    /// `stat`'s.
     fn refresh_segment_file(
         &self,
         target: &RwLock<Index>,
@@ -286,9 +285,9 @@ impl DiskTier {
         locked: bool,
         newest: bool,
         file: &File,
-        len: u64,
-        ino: u64,
+        stat: FileStat,
     ) -> io::Result<()> {
+        let (len, ino) = (stat.len, stat.ino);
         let known = target.read().segs().get(&id).copied();
         if known.is_some_and(|info| info.idx_ino != ino || info.idx_consumed > len) {
             if self.is_overlay(target) {

@@ -16,7 +16,7 @@ use std::time::Instant;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::access::{self, DirAccess, DirHandle};
-use super::dir::{self, At};
+use super::dir::{self, At, FileStat};
 use super::format::{INDEX_ENTRY_LEN, MAX_KEY_LEN, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
 use super::index::Index;
 use super::lazy::{Cover, Lazy};
@@ -91,10 +91,9 @@ pub(crate) struct DiskTier {
     pub(super) refresh_gate: Mutex<Instant>,
     /// Data files open for reading, by segment.
     pub(super) read_files: Mutex<HashMap<u32, Arc<File>>>,
-    /// The newest segment's index file as an open through the table checked it (segment,
-    /// the file where it was opened, length, inode), for the refresh that follows
-    /// (`super::lazy`): not opened twice, nor at all where it was at the table's watermark.
-    pub(super) opened_index: Mutex<Option<(u32, Option<File>, u64, u64)>>,
+    /// The newest segment's index file as an open through the table found it, for the
+    /// refresh that follows (`super::lazy`): not opened twice.
+    pub(super) opened_index: Mutex<Option<OpenedIndex>>,
     /// A file the open used, closed by the next refresh (`DiskTier::defer_close`).
     pub(super) spent_file: Mutex<Option<File>>,
     pub(super) counters: DiskCounters,
@@ -104,6 +103,16 @@ pub(crate) struct DiskTier {
     /// The directory's descriptor the open used (`DiskConfig::dir_fd`), closed with the tier
     /// rather than on the way to the first hit.
     dir_fd: Option<File>,
+}
+
+/// The newest segment's index file as an open through the table found it.
+#[derive(Debug)]
+pub(super) struct OpenedIndex {
+    pub(super) seg: u32,
+    /// Opened where it grew since the table; where it was at the table's watermark, not
+    /// opened at all.
+    pub(super) file: Option<File>,
+    pub(super) stat: FileStat,
 }
 
 impl DiskTier {
@@ -184,7 +193,7 @@ impl DiskTier {
             Some(ids) => {
                 disk.refresh_listed(ids)?;
                 // Not to be taken for that file by a later refresh.
-                if let Some((_, Some(file), ..)) = disk.opened_index.lock().take() {
+                if let Some(file) = disk.opened_index.lock().take().and_then(|o| o.file) {
                     disk.defer_close(file);
                 }
             }
