@@ -15,7 +15,7 @@
 //! replaced since the table was written, make the process build the full index at once
 //! ([`DiskTier::ensure_full`]), as do writing, the preload and the statistics.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -52,12 +52,22 @@ pub(super) struct Lazy {
     touched: Mutex<HashSet<u64, PassThroughBuildHasher>>,
 }
 
+/// What an open through the table leaves to the refresh that follows it.
+#[derive(Debug)]
+pub(super) enum OpenedLazily {
+    /// Nothing: no index entry was written since the table.
+    Current,
+    /// The entries written since, in these segments (the table's, or those listed).
+    Refresh(Vec<u32>),
+}
+
 /// What the last table this process read or wrote covers: how much the index files grew
 /// since, which decides when a writer rewrites it.
 #[derive(Debug, Default)]
 pub(super) struct Cover {
     /// Index-file bytes covered, by segment.
-    segs: BTreeMap<u32, u64>,
+    /// Ids ascending (as the table lists them).
+    segs: Vec<(u32, u64)>,
     entries: u64,
     /// This process wrote records since it last wrote the table.
     wrote: bool,
@@ -66,9 +76,8 @@ pub(super) struct Cover {
 impl DiskTier {
     /// At open: serves lookups through `table`, which vouched for the meta file (the caller
     /// checked), if it describes this directory's files (`at`: its descriptor, never listed
-    /// before, or its path); whether it does, and the segments it was checked against. The
-    /// caller then refreshes, which reads the index-file tails past the table's watermarks
-    /// into the overlay.
+    /// before, or its path); whether it does, and what the refresh that follows must read
+    /// into the overlay (the index-file tails past the table's watermarks), if anything.
     ///
     /// The directory is listed only if the table's newest segment is gone or a segment was
     /// started after it: writers start segments in id order, and one that deletes a segment
@@ -77,7 +86,7 @@ impl DiskTier {
     /// there and the next id has no index file, no segment above them exists. Its other
     /// segments are taken as named: one deleted since reads as misses, as a record of a
     /// segment deleted under a reader does.
-    pub(super) fn open_lazy(&self, at: At<'_>, table: Table) -> io::Result<Option<Vec<u32>>> {
+    pub(super) fn open_lazy(&self, at: At<'_>, table: Table) -> io::Result<Option<OpenedLazily>> {
         let h = &table.header;
         let Some(newest) = h.segs.last() else {
             return Ok(None);
@@ -128,6 +137,9 @@ impl DiskTier {
             Some(next) => at.exists(&dir::index_name(next))?,
             None => true,
         };
+        // Nothing written since the table, in its newest segment or after it: the refresh
+        // that follows an open would find nothing to read.
+        let current = matches!(opened, Some((None, _))) && !started_after;
         let ids: Vec<u32> = if opened.is_some() && !started_after {
             h.segs.iter().map(|s| s.id).collect()
         } else {
@@ -148,7 +160,7 @@ impl DiskTier {
             // an open costs the same few I/Os whatever the number of segments.
             overlay.seed_segment(s.id, s.idx_len, s.data_end, s.idx_ino);
         }
-        if let Some((file, stat)) = opened {
+        if let Some((file, stat)) = opened.filter(|_| !current) {
             *self.opened_index.lock() = Some(OpenedIndex {
                 seg: covered_max,
                 file,
@@ -173,7 +185,11 @@ impl DiskTier {
             touched: Mutex::default(),
         });
         self.opened_lazily.store(true, Ordering::Release);
-        Ok(Some(ids))
+        Ok(Some(if current {
+            OpenedLazily::Current
+        } else {
+            OpenedLazily::Refresh(ids)
+        }))
     }
 
     /// Whether this process opened the directory through the persisted table (its lookups
@@ -338,7 +354,7 @@ impl DiskTier {
     /// newer records (`Self::open_lazy`). The next durable batch writes a table again.
     pub(super) fn forget_table_before_deleting(&self, seg: u32) -> io::Result<()> {
         let mut cover = self.cover.lock();
-        if cover.segs.keys().next_back().is_some_and(|&top| seg <= top) {
+        if cover.segs.last().is_some_and(|&(top, _)| seg <= top) {
             return Ok(());
         }
         table::remove_table(&self.cfg.dir)?;
@@ -362,7 +378,10 @@ impl DiskTier {
             .segs()
             .iter()
             .map(|(id, info)| {
-                let from = cover.segs.get(id).copied().unwrap_or(0);
+                let from = cover
+                    .segs
+                    .binary_search_by_key(id, |&(seg, _)| seg)
+                    .map_or(0, |i| cover.segs[i].1);
                 let from = from.max(SEGMENT_HEADER_LEN as u64);
                 info.idx_consumed.saturating_sub(from) / INDEX_ENTRY_LEN as u64
             })

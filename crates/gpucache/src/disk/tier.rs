@@ -19,7 +19,7 @@ use super::access::{self, DirAccess, DirHandle};
 use super::dir::{self, At, FileStat};
 use super::format::{INDEX_ENTRY_LEN, MAX_KEY_LEN, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
 use super::index::Index;
-use super::lazy::{Cover, Lazy};
+use super::lazy::{Cover, Lazy, OpenedLazily};
 use super::stats::{DiskCounters, DiskStats};
 use super::table::Table;
 use super::write::{Active, Batch, WriteBuffers};
@@ -181,7 +181,7 @@ impl DiskTier {
         // directory's files (`super::lazy`); else the meta file is read and checked (a wipe
         // if it is not ours), and the index files are read.
         let lazy = match vouched.map(|table| disk.open_lazy(at, table)) {
-            Some(Ok(Some(ids))) => Some(ids),
+            Some(Ok(Some(opened))) => Some(opened),
             Some(Err(e)) => {
                 tracing::debug!(target: "gpucache", "not opening through the table: {e}");
                 None
@@ -189,8 +189,9 @@ impl DiskTier {
             _ => None,
         };
         match lazy {
+            Some(OpenedLazily::Current) => {}
             // The segments the table was checked against serve the first refresh too.
-            Some(ids) => {
+            Some(OpenedLazily::Refresh(ids)) => {
                 disk.refresh_listed(ids)?;
                 // Not to be taken for that file by a later refresh.
                 if let Some(file) = disk.opened_index.lock().take().and_then(|o| o.file) {
