@@ -160,7 +160,9 @@ impl DiskTier {
             // an open costs the same few I/Os whatever the number of segments.
             overlay.seed_segment(s.id, s.idx_len, s.data_end, s.idx_ino);
         }
-        if let Some((file, stat)) = opened.filter(|_| !current) {
+        // Kept only where it was opened (it grew since the table): one that was not is
+        // opened again by the refresh, if one follows (a segment started after the table).
+        if let Some((Some(file), stat)) = opened {
             *self.opened_index.lock() = Some(OpenedIndex {
                 seg: covered_max,
                 file,

@@ -242,24 +242,9 @@ impl DiskTier {
         // The index file the open through the table checked, if this is it.
         let opened = self.opened_index.lock().take();
         if let Some(OpenedIndex { file, stat, .. }) = opened.filter(|o| o.seg == id) {
-            match file {
-                Some(file) => {
-                    let result = self.refresh_segment_file(target, id, locked, newest, &file, stat);
-                    self.defer_close(file);
-                    return result;
-                }
-                // At the table's watermark when the open looked: nothing new to read.
-                None if !locked
-                    && target
-                        .read()
-                        .segs()
-                        .get(&id)
-                        .is_some_and(|s| s.idx_ino == stat.ino && s.idx_consumed == stat.len) =>
-                {
-                    return Ok(());
-                }
-                None => {}
-            }
+            let result = self.refresh_segment_file(target, id, locked, newest, &file, stat);
+            self.defer_close(file);
+            return result;
         }
         let file = match File::open(dir::index_path(&self.cfg.dir, id)) {
             Ok(f) => f,

@@ -109,9 +109,7 @@ pub(crate) struct DiskTier {
 #[derive(Debug)]
 pub(super) struct OpenedIndex {
     pub(super) seg: u32,
-    /// Opened where it grew since the table; where it was at the table's watermark, not
-    /// opened at all.
-    pub(super) file: Option<File>,
+    pub(super) file: File,
     pub(super) stat: FileStat,
 }
 
@@ -194,8 +192,8 @@ impl DiskTier {
             Some(OpenedLazily::Refresh(ids)) => {
                 disk.refresh_listed(ids)?;
                 // Not to be taken for that file by a later refresh.
-                if let Some(file) = disk.opened_index.lock().take().and_then(|o| o.file) {
-                    disk.defer_close(file);
+                if let Some(opened) = disk.opened_index.lock().take() {
+                    disk.defer_close(opened.file);
                 }
             }
             None => {

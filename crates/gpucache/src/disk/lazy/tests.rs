@@ -218,8 +218,7 @@ fn a_data_file_with_a_bad_header_is_served_as_without_a_table_and_repaired() {
 #[test]
 fn a_replaced_index_file_or_a_foreign_table_is_not_trusted() {
     let dir = populated();
-    let newest = *dir::list_segments(dir.path()).unwrap().last().unwrap();
-    let idx = dir::index_path(dir.path(), newest);
+    let idx = newest_index_file(dir.path());
     let copy = dir.path().join("copy");
     fs::copy(&idx, &copy).unwrap();
     fs::rename(&copy, &idx).unwrap();
@@ -259,8 +258,7 @@ fn a_replaced_index_file_or_a_foreign_table_is_not_trusted() {
 #[test]
 fn an_index_file_cut_and_grown_past_the_watermark_is_not_trusted() {
     let dir = populated();
-    let newest = *dir::list_segments(dir.path()).unwrap().last().unwrap();
-    let idx = dir::index_path(dir.path(), newest);
+    let idx = newest_index_file(dir.path());
     let n = fs::metadata(&idx).unwrap().len();
     let file = fs::OpenOptions::new().write(true).open(&idx).unwrap();
     // Another entry where the last one was (here: the last one with another offset), and
@@ -373,6 +371,14 @@ fn get_large(disk: &DiskTier, i: u32, len: usize, g: u8) -> bool {
 }
 
 /// The newest segment `dir`'s table names.
+fn newest_segment(dir: &Path) -> u32 {
+    *dir::list_segments(dir).unwrap().last().expect("a segment")
+}
+
+fn newest_index_file(dir: &Path) -> std::path::PathBuf {
+    dir::index_path(dir, newest_segment(dir))
+}
+
 fn table_top(dir: &Path) -> u32 {
     let table = table::Table::open(dir).unwrap().expect("a table");
     table.header.segs.last().expect("a segment").id
@@ -388,7 +394,7 @@ fn segments_started_after_the_table_are_found() {
     writer.ensure_full().unwrap();
     write_large(&writer, &[5000, 5001, 5002, 5003], 30_000, 1);
     write_large(&writer, &[3], 30_000, 2); // A newer value of a key the table names.
-    let newest = *dir::list_segments(dir.path()).unwrap().last().unwrap();
+    let newest = newest_segment(dir.path());
     assert!(newest >= top + 2, "segments {top} .. {newest}");
     assert_eq!(table_top(dir.path()), top, "the table was rewritten");
     let disk = open(dir.path());
