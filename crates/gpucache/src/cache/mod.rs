@@ -26,7 +26,7 @@ mod write_behind;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -45,7 +45,7 @@ use crate::{
 };
 use bounded::BoundedReader;
 use pending::{install, Below, Pending};
-use preload::Preload;
+use start::Background;
 use write_behind::WriteBehind;
 
 pub use stats::CacheStats;
@@ -299,8 +299,9 @@ impl CacheBuilder {
             capacity_gate: Mutex::new(()),
             disk: None,
             lower: Vec::new(),
-            writer: None,
-            preload: None,
+            background: OnceLock::new(),
+            preload_enabled: self.preload,
+            write_queue_bytes: self.write_queue_bytes,
             preloaded: Arc::new(Counter::new()),
             pending: Arc::new(Pending::default()),
             pending_hits: Counter::new(),
@@ -329,7 +330,7 @@ impl CacheBuilder {
             }
         }
         tiers.extend(self.tiers.iter().cloned());
-        cache.start(tiers, self.write_queue_bytes, self.preload);
+        cache.start(tiers);
         Ok(cache)
     }
 
@@ -377,8 +378,11 @@ pub struct Cache {
     /// The disk tier, also first in `lower`, for what only it does (compaction, its files).
     disk: Option<Arc<DiskTier>>,
     lower: Vec<Lower>,
-    writer: Option<WriteBehind>,
-    preload: Option<Preload>,
+    /// The writer and the preload, built as the cache opens or, where the disk opened
+    /// through the persisted table, at the first operation after the first lookup.
+    background: OnceLock<Background>,
+    preload_enabled: bool,
+    write_queue_bytes: u64,
     preloaded: Arc<Counter>,
     /// Writes the lower tiers do not have yet (see [`pending`]).
     pending: Arc<Pending>,
@@ -436,7 +440,8 @@ impl Cache {
             match found {
                 Lookup::Miss => continue,
                 Lookup::Hit(value) => {
-                    let queue = self.writer.as_ref().map(|w| w.queue());
+                    // Only a value from below the first tier is written above it.
+                    let queue = if i > 0 { self.writer() } else { None }.map(|w| w.queue());
                     install(
                         &self.memory,
                         &self.pending,
@@ -588,8 +593,7 @@ impl Cache {
     /// Whether a lower tier would go past its capacity, counting what is queued for it.
     fn lower_would_overflow(&self, key_len: usize, value_len: usize) -> bool {
         let queued = self
-            .writer
-            .as_ref()
+            .built_writer()
             .map_or_else(Queued::default, |w| w.queue().queued_puts());
         self.lower
             .iter()
@@ -613,7 +617,8 @@ impl Cache {
     /// is stopped first, so that it cannot put back what was cleared; a lookup meanwhile
     /// finds nothing below, and a value read before the clear is not kept.
     pub fn clear(&self) -> Result<()> {
-        if let Some(preload) = &self.preload {
+        // Built before it is stopped: a preload built later would start after the clear.
+        if let Some(preload) = &self.background().preload {
             preload.stop();
         }
         let writer = match self.writer_or_read_only() {
@@ -650,7 +655,8 @@ impl Cache {
     /// directory: they stay in memory), and always when a directory was configured but could
     /// not be used ([`disk_error`](Self::disk_error)): nothing is durable then.
     pub fn flush(&self) -> Result<()> {
-        if let Some(writer) = &self.writer {
+        // A writer not built was never given anything to write.
+        if let Some(writer) = self.built_writer() {
             writer.flush()?;
         }
         match &self.disk_error {
@@ -671,8 +677,8 @@ impl Cache {
     /// The writer, `None` without a disk tier, or an error for a disk tier this process
     /// cannot write.
     fn writer_or_read_only(&self) -> Result<Option<&WriteBehind>> {
-        match (&self.disk, &self.writer) {
-            (None, writer) => Ok(writer.as_ref()),
+        match (&self.disk, self.writer()) {
+            (None, writer) => Ok(writer),
             (Some(disk), Some(writer)) if disk.is_writable() => Ok(Some(writer)),
             (Some(_), _) => Err(Error::Io(std::io::Error::new(
                 std::io::ErrorKind::PermissionDenied,
@@ -683,10 +689,8 @@ impl Cache {
 
     /// Blocks until the start-up preload has finished.
     pub fn wait_for_preload(&self) {
-        if let Some(writer) = &self.writer {
-            writer.start();
-        }
-        if let Some(preload) = &self.preload {
+        self.started_writer();
+        if let Some(preload) = self.built_preload() {
             preload.wait();
         }
     }
@@ -716,7 +720,7 @@ impl Cache {
             .collect();
         let lower_hits: u64 = tiers.iter().map(|t| t.hits).sum::<u64>() + self.pending_hits.get();
         let lookups = memory.hits + memory.misses;
-        let queue = self.writer.as_ref().map(|w| w.queue());
+        let queue = self.built_writer().map(|w| w.queue());
         CacheStats {
             hits: memory.hits + lower_hits,
             misses: lookups - memory.hits - lower_hits.min(memory.misses),
@@ -775,7 +779,7 @@ impl Cache {
 
 impl Drop for Cache {
     fn drop(&mut self) {
-        if let Some(preload) = &self.preload {
+        if let Some(preload) = self.built_preload() {
             preload.stop();
         }
         // Readers first: a late value they hand over still finds the writer.
@@ -783,7 +787,7 @@ impl Drop for Cache {
             lower.reader.take();
         }
         // Dropping the writer drains its queue, makes it durable and joins it.
-        self.writer.take();
+        self.background.take();
     }
 }
 

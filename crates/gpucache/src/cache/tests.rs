@@ -308,11 +308,11 @@ fn with_table(n: u32) -> tempfile::TempDir {
 }
 
 fn writer_started(cache: &Cache) -> bool {
-    cache.writer.as_ref().is_some_and(WriteBehind::is_started)
+    cache.built_writer().is_some_and(WriteBehind::is_started)
 }
 
 #[test]
-fn an_open_through_the_table_spawns_no_thread_before_the_second_lookup() {
+fn an_open_through_the_table_builds_no_writer_before_the_second_lookup() {
     let dir = with_table(50);
     let cache = Cache::builder()
         .directory(dir.path())
@@ -325,8 +325,8 @@ fn an_open_through_the_table_spawns_no_thread_before_the_second_lookup() {
         Some(&[7u8; 100][..])
     );
     assert!(
-        !writer_started(&cache),
-        "the first lookup started the writer"
+        cache.background.get().is_none(),
+        "the first lookup built the writer or the preload"
     );
     assert_eq!(
         cache.get(&8u32.to_le_bytes()).as_deref(),
@@ -377,4 +377,24 @@ fn an_idle_writer_is_dropped_without_writing() {
     drop(cache);
     let after = std::fs::metadata(dir.path().join("seg-table.hix")).unwrap();
     assert_eq!(table.modified().unwrap(), after.modified().unwrap());
+}
+
+#[test]
+fn a_store_before_the_first_lookup_is_not_undone_by_the_preload() {
+    let dir = with_table(50);
+    let cache = Cache::builder()
+        .directory(dir.path())
+        .open_table_min_entries(0)
+        .open()
+        .unwrap();
+    assert!(cache.background.get().is_none());
+    // The store builds the preload, which must count it as written since it began.
+    let key = 7u32.to_le_bytes();
+    cache.insert(&key, vec![0xAA; 10]).unwrap();
+    // Out of memory before the preload (its thread takes tens of µs to spawn) gets there.
+    cache.memory().remove(&key);
+    cache.wait_for_preload();
+    assert!(cache.stats().preloaded > 0);
+    assert!(!cache.memory().contains(&key), "the preload put back the old value");
+    assert_eq!(cache.get(&key).as_deref(), Some(&[0xAA; 10][..]));
 }

@@ -94,8 +94,10 @@ pub(super) struct Climber {
     noise: f64,
     /// Set by a restart, while the hit rate climbs back.
     recovery: Option<Recovery>,
-    /// The parts of a long sample (boxed: the policy enum keeps its variants close in size).
-    parts: Box<Parts>,
+    /// The parts of a long sample, from the first one watched (boxed: the policy enum keeps
+    /// its variants close in size; none until then: a memory tier builds a policy per
+    /// shard on every open, and short samples never need them).
+    parts: Option<Box<Parts>>,
 }
 
 /// A long sample watched in parts of [`PART`] requests.
@@ -124,7 +126,7 @@ impl Default for Climber {
             moved: false,
             noise: INITIAL_NOISE,
             recovery: None,
-            parts: Box::default(),
+            parts: None,
         }
     }
 }
@@ -147,7 +149,7 @@ impl Climber {
         }
         if sample >= 2 * u64::from(FALLEN_PARTS) * PART && self.watch_part(hits, misses) {
             // The new workload's parts alone make the sample: its fall is not diluted.
-            (self.hits, self.misses) = self.parts.fallen_counts;
+            (self.hits, self.misses) = self.parts.as_ref().map_or((0, 0), |p| p.fallen_counts);
             return self.adjust();
         }
         false
@@ -160,7 +162,7 @@ impl Climber {
     /// recur in every sample; a new workload's fall is below all of them.
     fn watch_part(&mut self, hits: u64, misses: u64) -> bool {
         let threshold = self.restart_threshold();
-        let p = &mut *self.parts;
+        let p = self.parts.get_or_insert_with(Box::default);
         p.part.0 += hits;
         p.part.1 += misses;
         let (h, m) = p.part;
@@ -185,11 +187,12 @@ impl Climber {
     }
 
     fn adjust(&mut self) -> bool {
-        let lowest = self.parts.lowest.take();
-        *self.parts = Parts {
-            last_lowest: lowest,
-            ..Parts::default()
-        };
+        if let Some(parts) = &mut self.parts {
+            **parts = Parts {
+                last_lowest: parts.lowest.take(),
+                ..Parts::default()
+            };
+        }
         let rate = self.hits as f64 / (self.hits + self.misses) as f64;
         self.hits = 0;
         self.misses = 0;
