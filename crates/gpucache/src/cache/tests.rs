@@ -398,3 +398,45 @@ fn a_store_before_the_first_lookup_is_not_undone_by_the_preload() {
     assert!(!cache.memory().contains(&key), "the preload put back the old value");
     assert_eq!(cache.get(&key).as_deref(), Some(&[0xAA; 10][..]));
 }
+
+#[test]
+fn through_the_table_records_are_read_in_the_directory_the_table_describes() {
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("cache");
+    std::fs::rename(with_table(50).keep(), &dir).unwrap();
+    let cache = Cache::builder()
+        .directory(&dir)
+        .open_table_min_entries(0)
+        .open()
+        .unwrap();
+    // Moved away after the open, an empty directory in its place: the table's directory
+    // still holds the record (a read by path would find nothing).
+    std::fs::rename(&dir, parent.path().join("moved")).unwrap();
+    std::fs::create_dir(&dir).unwrap();
+    assert_eq!(
+        cache.get(&7u32.to_le_bytes()).as_deref(),
+        Some(&[7u8; 100][..])
+    );
+}
+
+#[test]
+fn after_the_full_index_records_are_read_in_a_recreated_directory() {
+    let dir = with_table(50);
+    let cache = Cache::builder()
+        .directory(dir.path())
+        .open_table_min_entries(0)
+        .preload(false)
+        .open()
+        .unwrap();
+    assert!(cache.get(&7u32.to_le_bytes()).is_some());
+    // A store builds the full index first; then the directory is removed and recreated.
+    cache.insert(b"before", b"1".to_vec()).unwrap();
+    cache.flush().unwrap();
+    std::fs::remove_dir_all(dir.path()).unwrap();
+    cache.insert(b"after", b"2".to_vec()).unwrap();
+    cache.flush().unwrap();
+    assert_eq!(cache.stats().disk.unwrap().recreated, 1);
+    // From the disk, not memory: its data file is found by path.
+    cache.memory().remove(b"after");
+    assert_eq!(cache.get(b"after").as_deref(), Some(&b"2"[..]));
+}

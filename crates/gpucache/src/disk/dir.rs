@@ -184,7 +184,11 @@ fn index_file_id(name: &str) -> Option<u32> {
 }
 
 pub(crate) fn data_path(dir: &Path, seg: u32) -> PathBuf {
-    dir.join(format!("seg-{seg:08x}.dat"))
+    dir.join(data_name(seg))
+}
+
+pub(crate) fn data_name(seg: u32) -> String {
+    format!("seg-{seg:08x}.dat")
 }
 
 pub(crate) fn index_path(dir: &Path, seg: u32) -> PathBuf {

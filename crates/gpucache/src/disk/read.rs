@@ -7,6 +7,7 @@
 
 use std::fs::File;
 use std::io::{self, ErrorKind};
+use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use parking_lot::RwLock;
 
-use super::dir::{self, FileStat};
+use super::dir::{self, At, FileStat};
 use super::format::{
     decode_index_entry, decode_record, decode_segment_header, disk_hash, peek_key, peek_record_len,
     record_key_value, record_value, RecordHeader, SegmentFile, INDEX_ENTRY_LEN, RECORD_HEADER_LEN,
@@ -110,8 +111,9 @@ impl DiskTier {
     /// eviction while this read ran: not damage, and the caller may look again).
     fn read_checked(&self, hash: u64, loc: Loc) -> Option<(RecordHeader, Vec<u8>)> {
         let mut buf = vec![0u8; loc.record_len() as usize];
+        let through_table = !self.index_is_full();
         let read = self
-            .data_file(loc.seg)
+            .open_data_file(loc.seg, through_table)
             .and_then(|f| f.read_exact_at(&mut buf, u64::from(loc.offset)));
         let lazy = self.lazy.read().is_some();
         if let Err(e) = read {
@@ -150,10 +152,25 @@ impl DiskTier {
     }
 
     pub(crate) fn data_file(&self, seg: u32) -> io::Result<Arc<File>> {
+        self.open_data_file(seg, false)
+    }
+
+    /// Segment `seg`'s data file, opened once and kept. `through_table`: the process still
+    /// serves through the table (its full index is not built), so the file is opened
+    /// through the directory's descriptor, as the table was (a shorter path walk, and the
+    /// directory the table describes). Not once the full index is built: that reads the
+    /// index files by path, and a directory recreated since (by this process's writer,
+    /// which builds the full index before its first write, or by another process) is found
+    /// by path only.
+    fn open_data_file(&self, seg: u32, through_table: bool) -> io::Result<Arc<File>> {
         if let Some(f) = self.read_files.lock().get(&seg) {
             return Ok(Arc::clone(f));
         }
-        let file = Arc::new(File::open(dir::data_path(&self.cfg.dir, seg))?);
+        let file = match self.dir_fd.as_ref().filter(|_| through_table) {
+            Some(fd) => At::new(Some(fd.as_fd()), &self.cfg.dir).open(&dir::data_name(seg))?,
+            None => File::open(dir::data_path(&self.cfg.dir, seg))?,
+        };
+        let file = Arc::new(file);
         self.read_files.lock().insert(seg, Arc::clone(&file));
         Ok(file)
     }

@@ -102,7 +102,7 @@ pub(crate) struct DiskTier {
     writer: Mutex<WriterState>,
     /// The directory's descriptor the open used (`DiskConfig::dir_fd`), closed with the tier
     /// rather than on the way to the first hit.
-    dir_fd: Option<File>,
+    pub(super) dir_fd: Option<File>,
 }
 
 /// The newest segment's index file as an open through the table found it.
