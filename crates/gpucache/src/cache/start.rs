@@ -34,9 +34,9 @@ impl Cache {
             .map(|tier| Lower { tier, reader: None })
             .collect();
         let through_table = self.disk.as_ref().is_some_and(|d| d.opened_through_table());
-        let budgets: Vec<_> = self.lower.iter().map(|l| l.tier.read_budget()).collect();
+        let slow = self.lower.iter().any(|l| l.tier.read_budget().is_some());
         // A reader hands late values to the writer's queue: it is built before the readers.
-        if !through_table || budgets.iter().any(Option::is_some) {
+        if !through_table || slow {
             let background = self.background();
             if !through_table {
                 if let Some(writer) = &background.writer {
@@ -44,8 +44,10 @@ impl Cache {
                 }
             }
         }
-        for (i, budget) in budgets.into_iter().enumerate() {
-            let Some(budget) = budget else { continue };
+        for i in 0..self.lower.len() {
+            let Some(budget) = self.lower[i].tier.read_budget() else {
+                continue;
+            };
             let memory = Arc::clone(&self.memory);
             let pending = Arc::clone(&self.pending);
             let queue = self.built_writer().map(|w| w.queue().clone());
