@@ -103,9 +103,10 @@ impl Cache {
                 Arc::clone(&self.pending),
             );
             preload = Some(handle);
-            on_start = Some(Box::new(move |queue: Option<&Queue>| {
-                start.start(queue.cloned())
-            }) as write_behind::OnStart);
+            on_start = Some(
+                Box::new(move |queue: Option<&Queue>| start.start(queue.cloned()))
+                    as write_behind::OnStart,
+            );
         }
         let memory = Arc::clone(&self.memory);
         let hot = Box::new(move |key: &[u8]| memory.contains(key));

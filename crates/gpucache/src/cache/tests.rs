@@ -395,7 +395,10 @@ fn a_store_before_the_first_lookup_is_not_undone_by_the_preload() {
     cache.memory().remove(&key);
     cache.wait_for_preload();
     assert!(cache.stats().preloaded > 0);
-    assert!(!cache.memory().contains(&key), "the preload put back the old value");
+    assert!(
+        !cache.memory().contains(&key),
+        "the preload put back the old value"
+    );
     assert_eq!(cache.get(&key).as_deref(), Some(&[0xAA; 10][..]));
 }
 
