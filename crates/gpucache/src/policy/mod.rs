@@ -79,6 +79,12 @@ impl PolicyKind {
         Box::new(self.build_builtin())
     }
 
+    /// Whether the policy records hits under a read lock (what its
+    /// [`shared_touch`](EvictionPolicy::shared_touch) says), without building one.
+    pub(crate) fn records_hits_shared(self) -> bool {
+        !matches!(self, PolicyKind::Lru)
+    }
+
     pub(crate) fn build_builtin(self) -> BuiltinPolicy {
         match self {
             PolicyKind::Lru => BuiltinPolicy::Lru(Lru::default()),
@@ -220,6 +226,17 @@ mod tests {
     fn every_policy_keeps_the_contract() {
         for kind in PolicyKind::ALL {
             check_contract(kind);
+        }
+    }
+
+    #[test]
+    fn the_kind_tells_whether_hits_are_recorded_under_a_read_lock() {
+        for kind in PolicyKind::ALL {
+            assert_eq!(
+                kind.records_hits_shared(),
+                kind.build_builtin().shared_touch(),
+                "{kind:?}"
+            );
         }
     }
 

@@ -3,13 +3,15 @@
 //! Keys and values are arbitrary bytes. The store is split into shards, each a mutex around
 //! an index, its slots and an eviction policy; a key's hash picks its shard. Budgets are
 //! divided evenly between shards, so the sum of the shards' charges never exceeds the
-//! configured totals.
+//! configured totals. A shard is built at its first use: a cache opened to serve a few
+//! hits builds only the shards they reach (building all eight of a 2-CPU machine cost the
+//! first hit about 1 µs).
 
 mod key;
 mod shard;
 mod stats;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use parking_lot::{RwLock, RwLockWriteGuard};
@@ -155,27 +157,17 @@ impl StoreBuilder {
             .max_value_size
             .unwrap_or(u64::MAX)
             .min(shard_bytes.saturating_sub(ENTRY_OVERHEAD));
-        let shards = (0..shard_count)
-            .map(|_| {
-                RwLock::new(Shard::new(
-                    self.policy.build_builtin(),
-                    shard_bytes,
-                    shard_entries,
-                    max_value_size,
-                    self.listener.is_some(),
-                ))
-            })
-            .collect::<Box<[RwLock<Shard>]>>();
-        // Asked of a shard's policy: building another one to ask cost a fifth of the build.
-        let shared_touch = shards[0].read().shared_touch();
+        let shards = (0..shard_count).map(|_| OnceLock::new()).collect();
         Ok(Store {
             shards,
+            shard_bytes,
+            shard_entries,
             shard_shift: 64 - shard_count.trailing_zeros(),
             hasher: match self.hasher {
                 Some(custom) => StoreHasher::Custom(custom),
                 None => StoreHasher::Xxh3(Xxh3KeyHasher::new()),
             },
-            shared_touch,
+            shared_touch: self.policy.records_hits_shared(),
             lookups: HitMissCounters::default(),
             max_value_size,
             policy: self.policy,
@@ -214,7 +206,11 @@ fn cpu_count() -> usize {
 /// assert_eq!(store.get(b"key").as_deref(), Some(&b"value"[..]));
 /// ```
 pub struct Store {
-    shards: Box<[RwLock<Shard>]>,
+    /// Each built at its first use ([`Store::shard`]).
+    shards: Box<[OnceLock<RwLock<Shard>>]>,
+    /// Each shard's budgets.
+    shard_bytes: u64,
+    shard_entries: u64,
     /// `64 - log2(shards)`: the shard is the top bits of the mixed hash.
     shard_shift: u32,
     hasher: StoreHasher,
@@ -299,7 +295,7 @@ impl Store {
 
     /// Removes every entry. Counters are kept.
     pub fn clear(&self) {
-        for shard in self.shards.iter() {
+        for shard in self.built_shards() {
             shard.write().clear();
         }
     }
@@ -307,7 +303,7 @@ impl Store {
     /// Gives memory back under pressure: [`MemoryPressure::Moderate`] evicts in policy order
     /// down to a quarter of the byte budget, [`MemoryPressure::Critical`] drops everything.
     pub fn trim(&self, pressure: MemoryPressure) {
-        for shard in self.shards.iter() {
+        for shard in self.built_shards() {
             let mut shard = shard.write();
             let target = match pressure {
                 MemoryPressure::Moderate => shard.stats().max_bytes / 4,
@@ -323,7 +319,15 @@ impl Store {
     pub fn stats(&self) -> StoreStats {
         let mut total = StoreStats::default();
         for shard in self.shards.iter() {
-            total.add(&shard.read().stats());
+            match shard.get() {
+                Some(shard) => total.add(&shard.read().stats()),
+                // Not built yet: empty, with its share of the budgets.
+                None => total.add(&StoreStats {
+                    max_bytes: self.shard_bytes,
+                    max_entries: self.shard_entries,
+                    ..StoreStats::default()
+                }),
+            }
         }
         (total.hits, total.misses) = self.lookups.get();
         total
@@ -352,7 +356,7 @@ impl Store {
     /// A copy of every entry (order unspecified). Shards are read one at a time.
     pub fn entries(&self) -> Vec<(Bytes, Bytes)> {
         let mut out = Vec::new();
-        for shard in self.shards.iter() {
+        for shard in self.built_shards() {
             shard
                 .read()
                 .for_each(&mut |k, v| out.push((Bytes::copy_from_slice(k), v.clone())));
@@ -440,20 +444,39 @@ impl Store {
     /// Checks every shard's invariants (tests and fuzzing only).
     #[cfg(any(test, fuzzing))]
     pub(crate) fn validate(&self) {
-        for shard in self.shards.iter() {
+        for shard in self.built_shards() {
             shard.read().validate();
         }
     }
 
+    /// The shard of `hash`, built if this is its first use.
     #[inline]
     fn shard(&self, hash: u64) -> &RwLock<Shard> {
-        if self.shards.len() == 1 {
-            return &self.shards[0];
-        }
-        // Mix before taking the top bits: the map inside the shard uses the hash as is, and
-        // an injected hasher may put all its entropy in the low bits.
-        let mixed = hash.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        &self.shards[(mixed >> self.shard_shift) as usize]
+        let cell = if self.shards.len() == 1 {
+            &self.shards[0]
+        } else {
+            // Mix before taking the top bits: the map inside the shard uses the hash as is,
+            // and an injected hasher may put all its entropy in the low bits.
+            let mixed = hash.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            &self.shards[(mixed >> self.shard_shift) as usize]
+        };
+        cell.get_or_init(|| self.new_shard())
+    }
+
+    #[cold]
+    fn new_shard(&self) -> RwLock<Shard> {
+        RwLock::new(Shard::new(
+            self.policy.build_builtin(),
+            self.shard_bytes,
+            self.shard_entries,
+            self.max_value_size,
+            self.listener.is_some(),
+        ))
+    }
+
+    /// The shards built so far (one never used holds nothing).
+    fn built_shards(&self) -> impl Iterator<Item = &RwLock<Shard>> {
+        self.shards.iter().filter_map(OnceLock::get)
     }
 }
 

@@ -96,11 +96,6 @@ impl Shard {
         Found::Hit(id, slot.value.clone())
     }
 
-    /// Whether the policy records hits under a read lock ([`Self::touch_shared`]).
-    pub(crate) fn shared_touch(&self) -> bool {
-        self.policy.shared_touch()
-    }
-
     pub(crate) fn touch_shared(&self, id: EntryId) {
         self.policy.touch_shared(id);
     }

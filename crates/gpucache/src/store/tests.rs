@@ -420,3 +420,34 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn shards_are_built_at_their_first_use_and_count_their_budgets_before() {
+    let s = StoreBuilder::new()
+        .max_bytes(8 << 20)
+        .max_entries(8 * 64)
+        .shards(8)
+        .build()
+        .unwrap();
+    assert_eq!(s.built_shards().count(), 0);
+    let stats = s.stats();
+    assert_eq!((stats.max_bytes, stats.max_entries), (8 << 20, 512));
+    // A miss builds the key's shard; the store on the same key finds it built.
+    assert_eq!(s.get(b"k"), None);
+    assert_eq!(s.built_shards().count(), 1);
+    s.insert(b"k", b"v".to_vec()).unwrap();
+    assert_eq!(s.built_shards().count(), 1);
+    let stats = s.stats();
+    assert_eq!((stats.max_bytes, stats.max_entries), (8 << 20, 512));
+    assert_eq!((stats.entries, stats.misses), (1, 1));
+    assert_eq!(s.entries().len(), 1);
+    s.validate();
+    s.trim(MemoryPressure::Critical);
+    assert!(s.is_empty());
+    for i in 0..64u32 {
+        s.insert(&i.to_le_bytes(), vec![1]).unwrap();
+    }
+    assert_eq!(s.built_shards().count(), 8);
+    s.clear();
+    assert!(s.is_empty());
+}
