@@ -368,6 +368,7 @@ pub fn run(settings: &Settings, scratch: &Path) -> anyhow::Result<()> {
         "read calls (opening thread)",
         "KB from device (opening thread)",
         "device reads (whole process)",
+        "÷ cacache, paired (rounds faster)",
     ]);
     for &n in &settings.scale_sizes {
         let base = ensure_loaded(&root, &stores, n, vlen)?;
@@ -402,6 +403,7 @@ pub fn run(settings: &Settings, scratch: &Path) -> anyhow::Result<()> {
                 result?;
             }
         }
+        let peer = engines.iter().position(|&e| e == "cacache");
         for (e, engine) in engines.iter().enumerate() {
             for (c, s) in samples[e].iter().enumerate() {
                 let cache = if c == 0 {
@@ -409,7 +411,12 @@ pub fn run(settings: &Settings, scratch: &Path) -> anyhow::Result<()> {
                 } else {
                     format!("cold, {}", profiles[c - 1])
                 };
-                table.row(row(n, engine, &cache, s));
+                let mut cells = row(n, engine, &cache, s);
+                cells.push(match peer.filter(|&p| p != e) {
+                    Some(p) => paired(s, &samples[p][c]),
+                    None => "–".into(),
+                });
+                table.row(cells);
             }
         }
     }
@@ -419,6 +426,15 @@ pub fn run(settings: &Settings, scratch: &Path) -> anyhow::Result<()> {
     ));
     println!("Read calls and device bytes are the opening thread's, from open to the first hit (`/proc/thread-self/io`); device reads are the throttled group's count for the whole probe, background threads included.\n");
     Ok(())
+}
+
+/// The median over rounds of `s`'s time ÷ `peer`'s in the same round, and the rounds `s`
+/// was faster: the two run seconds apart, so the machine's slow and fast phases, which move
+/// medians taken apart by more than the engines differ, cancel out.
+fn paired(s: &[Sample], peer: &[Sample]) -> String {
+    let ratios: Vec<f64> = s.iter().zip(peer).map(|(a, b)| a.ms / b.ms).collect();
+    let faster = ratios.iter().filter(|&&r| r < 1.0).count();
+    format!("{:.3} ({faster} of {})", median(&ratios), ratios.len())
 }
 
 fn row(n: usize, engine: &str, cache: &str, s: &[Sample]) -> Vec<String> {
