@@ -202,12 +202,17 @@ impl Case {
 /// on gpucache-dropin, so cargo builds `libEGL_gpucache.so` in the same profile).
 fn dropin_json(gl_run: &Path) -> Result<String> {
     let dir = gl_run.parent().unwrap_or(Path::new("."));
+    // The newer of the two: building the benchmark updates only the copy in `deps/` (the
+    // drop-in is a dependency there), so a copy beside `gl_run` from an earlier
+    // `cargo build -p gpucache-dropin` may be stale.
     let lib = [
         dir.join("libEGL_gpucache.so"),
         dir.join("deps/libEGL_gpucache.so"),
     ]
     .into_iter()
-    .find(|p| p.exists())
+    .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+    .max_by_key(|(modified, _)| *modified)
+    .map(|(_, p)| p)
     .with_context(|| {
         format!(
             "libEGL_gpucache.so is not built beside {}",
