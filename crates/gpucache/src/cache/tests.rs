@@ -443,3 +443,42 @@ fn after_the_full_index_records_are_read_in_a_recreated_directory() {
     cache.memory().remove(b"after");
     assert_eq!(cache.get(b"after").as_deref(), Some(&b"2"[..]));
 }
+
+#[test]
+fn threads_racing_to_build_the_writer_lose_no_store() {
+    let dir = with_table(50);
+    let open = || {
+        Cache::builder()
+            .directory(dir.path())
+            .open_table_min_entries(0)
+            .open()
+            .unwrap()
+    };
+    let key = |t: u32, i: u32| (1000 + t * 100 + i).to_le_bytes();
+    let cache = open();
+    let stats = cache.stats();
+    assert_eq!((stats.write_queue_bytes, stats.write_queue_dropped), (0, 0));
+    std::thread::scope(|s| {
+        for t in 0..4u32 {
+            let cache = &cache;
+            s.spawn(move || {
+                for i in 0..25u32 {
+                    cache.insert(&key(t, i), vec![t as u8; 10]).unwrap();
+                    assert!(cache.get(&(i % 50).to_le_bytes()).is_some());
+                }
+            });
+        }
+    });
+    cache.flush().unwrap();
+    drop(cache);
+    let cache = open();
+    for t in 0..4u32 {
+        for i in 0..25u32 {
+            assert_eq!(
+                cache.get(&key(t, i)).as_deref(),
+                Some(&[t as u8; 10][..]),
+                "thread {t} store {i}"
+            );
+        }
+    }
+}
