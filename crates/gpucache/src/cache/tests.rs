@@ -307,6 +307,11 @@ fn with_table(n: u32) -> tempfile::TempDir {
     dir
 }
 
+/// A builder that opens `dir` through its persisted table, whatever its size.
+fn through_table(dir: &Path) -> CacheBuilder {
+    Cache::builder().directory(dir).open_table_min_entries(0)
+}
+
 fn writer_started(cache: &Cache) -> bool {
     cache.built_writer().is_some_and(WriteBehind::is_started)
 }
@@ -314,11 +319,7 @@ fn writer_started(cache: &Cache) -> bool {
 #[test]
 fn an_open_through_the_table_builds_no_writer_before_the_second_lookup() {
     let dir = with_table(50);
-    let cache = Cache::builder()
-        .directory(dir.path())
-        .open_table_min_entries(0)
-        .open()
-        .unwrap();
+    let cache = through_table(dir.path()).open().unwrap();
     assert!(!writer_started(&cache));
     assert_eq!(
         cache.get(&7u32.to_le_bytes()).as_deref(),
@@ -341,13 +342,7 @@ fn an_open_through_the_table_builds_no_writer_before_the_second_lookup() {
 #[test]
 fn a_store_or_a_clear_starts_an_idle_writer() {
     let dir = with_table(50);
-    let open = || {
-        Cache::builder()
-            .directory(dir.path())
-            .open_table_min_entries(0)
-            .open()
-            .unwrap()
-    };
+    let open = || through_table(dir.path()).open().unwrap();
     let cache = open();
     cache.insert(b"new", b"value".to_vec()).unwrap();
     assert!(writer_started(&cache));
@@ -368,11 +363,7 @@ fn a_store_or_a_clear_starts_an_idle_writer() {
 fn an_idle_writer_is_dropped_without_writing() {
     let dir = with_table(50);
     let table = std::fs::metadata(dir.path().join("seg-table.hix")).unwrap();
-    let cache = Cache::builder()
-        .directory(dir.path())
-        .open_table_min_entries(0)
-        .open()
-        .unwrap();
+    let cache = through_table(dir.path()).open().unwrap();
     assert!(cache.get(&3u32.to_le_bytes()).is_some());
     drop(cache);
     let after = std::fs::metadata(dir.path().join("seg-table.hix")).unwrap();
@@ -382,11 +373,7 @@ fn an_idle_writer_is_dropped_without_writing() {
 #[test]
 fn a_store_before_the_first_lookup_is_not_undone_by_the_preload() {
     let dir = with_table(50);
-    let cache = Cache::builder()
-        .directory(dir.path())
-        .open_table_min_entries(0)
-        .open()
-        .unwrap();
+    let cache = through_table(dir.path()).open().unwrap();
     assert!(cache.background.get().is_none());
     // The store builds the preload, which must count it as written since it began.
     let key = 7u32.to_le_bytes();
@@ -407,11 +394,7 @@ fn through_the_table_records_are_read_in_the_directory_the_table_describes() {
     let parent = tempfile::tempdir().unwrap();
     let dir = parent.path().join("cache");
     std::fs::rename(with_table(50).keep(), &dir).unwrap();
-    let cache = Cache::builder()
-        .directory(&dir)
-        .open_table_min_entries(0)
-        .open()
-        .unwrap();
+    let cache = through_table(&dir).open().unwrap();
     // Moved away after the open, an empty directory in its place: the table's directory
     // still holds the record (a read by path would find nothing).
     std::fs::rename(&dir, parent.path().join("moved")).unwrap();
@@ -425,12 +408,7 @@ fn through_the_table_records_are_read_in_the_directory_the_table_describes() {
 #[test]
 fn after_the_full_index_records_are_read_in_a_recreated_directory() {
     let dir = with_table(50);
-    let cache = Cache::builder()
-        .directory(dir.path())
-        .open_table_min_entries(0)
-        .preload(false)
-        .open()
-        .unwrap();
+    let cache = through_table(dir.path()).preload(false).open().unwrap();
     assert!(cache.get(&7u32.to_le_bytes()).is_some());
     // A store builds the full index first; then the directory is removed and recreated.
     cache.insert(b"before", b"1".to_vec()).unwrap();
@@ -447,13 +425,7 @@ fn after_the_full_index_records_are_read_in_a_recreated_directory() {
 #[test]
 fn threads_racing_to_build_the_writer_lose_no_store() {
     let dir = with_table(50);
-    let open = || {
-        Cache::builder()
-            .directory(dir.path())
-            .open_table_min_entries(0)
-            .open()
-            .unwrap()
-    };
+    let open = || through_table(dir.path()).open().unwrap();
     let key = |t: u32, i: u32| (1000 + t * 100 + i).to_le_bytes();
     let cache = open();
     let stats = cache.stats();
