@@ -440,8 +440,11 @@ impl Cache {
             match found {
                 Lookup::Miss => continue,
                 Lookup::Hit(value) => {
-                    // Only a value from below the first tier is written above it.
-                    let queue = if i > 0 { self.writer() } else { None }.map(|w| w.queue());
+                    // Only a value from below the first tier is written above it. The writer
+                    // is started here, not by that write: the write is queued under the
+                    // pending lock, which a failed spawn (its preload ending inline) takes.
+                    let queue = if i > 0 { self.started_writer() } else { None };
+                    let queue = queue.map(|w| w.queue());
                     install(
                         &self.memory,
                         &self.pending,

@@ -454,3 +454,31 @@ fn threads_racing_to_build_the_writer_lose_no_store() {
         }
     }
 }
+
+#[test]
+fn a_data_file_kept_from_the_table_s_directory_is_not_read_for_the_full_index() {
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("cache");
+    std::fs::rename(with_table(50).keep(), &dir).unwrap();
+    let cache = through_table(&dir).preload(false).open().unwrap();
+    // Another process replaces the directory: the same layout, other values.
+    std::fs::rename(&dir, parent.path().join("moved")).unwrap();
+    {
+        let other = disk_cache(&dir).open_table_min_entries(0).open().unwrap();
+        for i in 0..50u32 {
+            other
+                .insert(&i.to_le_bytes(), vec![i as u8 + 1; 100])
+                .unwrap();
+        }
+    }
+    // The first hit: through the table, in the table's (moved) directory, whose data file
+    // is kept open.
+    let key = |i: u32| i.to_le_bytes();
+    assert_eq!(cache.get(&key(7)).as_deref(), Some(&[7u8; 100][..]));
+    // The second lookup starts the writer, which builds the full index by path first.
+    assert!(cache.get(&key(7)).is_some());
+    cache.flush().unwrap();
+    assert!(cache.disk.as_ref().unwrap().index_is_full());
+    // Its locations are read in the directory at the path, not in the kept file.
+    assert_eq!(cache.get(&key(9)).as_deref(), Some(&[10u8; 100][..]));
+}

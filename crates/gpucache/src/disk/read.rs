@@ -22,7 +22,7 @@ use super::format::{
     SEGMENT_HEADER_LEN,
 };
 use super::index::{whole_entries, Index, Loc, Repair};
-use super::tier::OpenedIndex;
+use super::tier::{OpenedIndex, ReadFile};
 use super::DiskTier;
 use crate::tier::PreloadSink;
 use crate::Lookup;
@@ -155,23 +155,30 @@ impl DiskTier {
         self.open_data_file(seg, false)
     }
 
-    /// Segment `seg`'s data file, opened once and kept. `through_table`: the process still
-    /// serves through the table (its full index is not built), so the file is opened
-    /// through the directory's descriptor, as the table was (a shorter path walk, and the
-    /// directory the table describes). Not once the full index is built: that reads the
-    /// index files by path, and a directory recreated since (by this process's writer,
-    /// which builds the full index before its first write, or by another process) is found
-    /// by path only.
+    /// Segment `seg`'s data file, opened once and kept. `through_table`: a lookup while the
+    /// process still serves through the table (its full index is not built), so the file is
+    /// opened through the directory's descriptor, as the table was (a shorter path walk,
+    /// and the directory the table describes). Otherwise by path, as the full index reads
+    /// the index files: a directory moved or recreated since (by another process, or by
+    /// this process's writer, which builds the full index before its first write) is the
+    /// one read. A file kept from a descriptor open is not used by path: it is opened again
+    /// (so the full index never reads another directory's file for its locations).
     fn open_data_file(&self, seg: u32, through_table: bool) -> io::Result<Arc<File>> {
-        if let Some(f) = self.read_files.lock().get(&seg) {
-            return Ok(Arc::clone(f));
+        if let Some(kept) = self.read_files.lock().get(&seg) {
+            if through_table || !kept.through_dir_fd {
+                return Ok(Arc::clone(&kept.file));
+            }
         }
-        let file = match self.dir_fd.as_ref().filter(|_| through_table) {
+        let via = self.dir_fd.as_ref().filter(|_| through_table);
+        let file = Arc::new(match via {
             Some(fd) => At::new(Some(fd.as_fd()), &self.cfg.dir).open(&dir::data_name(seg))?,
             None => File::open(dir::data_path(&self.cfg.dir, seg))?,
+        });
+        let kept = ReadFile {
+            file: Arc::clone(&file),
+            through_dir_fd: via.is_some(),
         };
-        let file = Arc::new(file);
-        self.read_files.lock().insert(seg, Arc::clone(&file));
+        self.read_files.lock().insert(seg, kept);
         Ok(file)
     }
 

@@ -90,7 +90,7 @@ pub(crate) struct DiskTier {
     /// Serializes refreshes; holds when the last one ran.
     pub(super) refresh_gate: Mutex<Instant>,
     /// Data files open for reading, by segment.
-    pub(super) read_files: Mutex<HashMap<u32, Arc<File>>>,
+    pub(super) read_files: Mutex<HashMap<u32, ReadFile>>,
     /// The newest segment's index file as an open through the table found it, for the
     /// refresh that follows (`super::lazy`): not opened twice.
     pub(super) opened_index: Mutex<Option<OpenedIndex>>,
@@ -103,6 +103,14 @@ pub(crate) struct DiskTier {
     /// The directory's descriptor the open used (`DiskConfig::dir_fd`), closed with the tier
     /// rather than on the way to the first hit.
     pub(super) dir_fd: Option<File>,
+}
+
+/// A data file kept open for reads, and whether it was opened through the directory's
+/// descriptor (while serving through the table) rather than by path.
+#[derive(Debug)]
+pub(super) struct ReadFile {
+    pub(super) file: Arc<File>,
+    pub(super) through_dir_fd: bool,
 }
 
 /// The newest segment's index file as an open through the table found it.
