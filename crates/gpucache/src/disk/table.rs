@@ -401,14 +401,14 @@ impl Table {
     }
 }
 
-/// Writes `bytes` as `dir`'s table: to `seg-table.hix.tmp.<pid>`, renamed over the table.
+/// Writes `bytes` as `dir`'s table: to `seg-table.hix.tmp.<pid>`, put in place of the table.
 /// Not fsynced: a table lost or torn by a power cut fails its checks and is ignored. Called
 /// under the directory lock.
 pub(crate) fn write_table(dir: &Path, bytes: &[u8]) -> io::Result<()> {
     let tmp = dir.join(format!("{TABLE_FILE}.tmp.{}", std::process::id()));
     let written = access::create_file(&tmp)
         .and_then(|mut f| f.write_all(bytes))
-        .and_then(|()| fs::rename(&tmp, table_path(dir)));
+        .and_then(|()| super::dir::replace_unsynced(&tmp, &table_path(dir)));
     if written.is_err() {
         let _ = fs::remove_file(&tmp);
     }
