@@ -357,7 +357,8 @@ pub(crate) fn remove_contents(dir: &Path) -> io::Result<()> {
 /// file is not subject to it (removing a file whose blocks were written back still costs
 /// about as much). A file system without the swap, or no `target` yet, gets the plain
 /// rename. If the old file cannot be removed after the swap it stays under `tmp`'s name, a
-/// temporary file that the next writer under the directory lock removes.
+/// temporary file: this process's next write of it truncates it, and the sweep of stale
+/// temporary files removes it once this process is gone.
 pub(crate) fn replace_unsynced(tmp: &Path, target: &Path) -> io::Result<()> {
     use rustix::fs::{renameat_with, RenameFlags, CWD};
     match renameat_with(CWD, tmp, CWD, target, RenameFlags::EXCHANGE) {

@@ -216,7 +216,7 @@ impl MetadataStream {
         let body = f(current);
         let path = self.path(dir);
         let bytes = self.encode(&body);
-        if !overwrite_in_place(&path, &bytes) {
+        if !overwrite_in_place(dir, &path, &bytes) {
             write_replacing(&path, &bytes)?;
         }
         Ok(())
@@ -244,11 +244,14 @@ fn lock_within(lock: &File, wait: Duration) -> io::Result<()> {
     }
 }
 
-/// Overwrites the regular file `path` with `bytes` by one write, if it has their length
-/// and they fit in a page; returns whether it did. Anything else (no such file, another
-/// length, a write that failed) is left to [`write_replacing`]: a failed one-page write
-/// changed nothing, or wrote the whole page.
-fn overwrite_in_place(path: &Path, bytes: &[u8]) -> bool {
+/// Overwrites the file `path` in the cache directory `dir` with `bytes` by one write, if
+/// they fit in a page and the file is one that a replacement would be like: a regular file
+/// of their length, with no other link (a hard link elsewhere, such as a snapshot or another
+/// directory, keeps its bytes) and the mode a new file in `dir` gets. Returns whether it
+/// did. Anything else (no such file, another length, a write that failed) is left to
+/// [`write_replacing`]: a failed one-page write changed nothing, or wrote the whole page.
+fn overwrite_in_place(dir: &Path, path: &Path, bytes: &[u8]) -> bool {
+    use std::os::unix::fs::MetadataExt;
     if bytes.len() > IN_PLACE_MAX_LEN {
         return false;
     }
@@ -261,7 +264,11 @@ fn overwrite_in_place(path: &Path, bytes: &[u8]) -> bool {
         return false;
     };
     match file.metadata() {
-        Ok(m) if m.is_file() && m.len() == bytes.len() as u64 => {}
+        Ok(m)
+            if m.is_file()
+                && m.len() == bytes.len() as u64
+                && m.nlink() == 1
+                && m.mode() & 0o777 == access::file_mode(dir) => {}
         _ => return false,
     }
     file.write_all_at(bytes, 0).is_ok()
@@ -269,6 +276,7 @@ fn overwrite_in_place(path: &Path, bytes: &[u8]) -> bool {
 
 const IN_PLACE_OPEN_FLAGS: i32 = rustix::fs::OFlags::NOFOLLOW
     .union(rustix::fs::OFlags::NONBLOCK)
+    .union(rustix::fs::OFlags::NOCTTY)
     .bits() as i32;
 
 /// Writes `bytes` to a temporary file and puts it in place of `path`.
@@ -460,20 +468,46 @@ mod tests {
             .unwrap();
         assert_eq!(STREAM.read(dir.path()).unwrap().unwrap(), b"later");
         assert_eq!(fs::metadata(&path).unwrap().ino(), ino);
-        // Larger than a page: swapped whole even at the same length.
-        let big = vec![7u8; IN_PLACE_MAX_LEN];
+        // A file of exactly a page is overwritten; one byte more is swapped whole even at the
+        // same length.
+        let page_body = IN_PLACE_MAX_LEN - ENVELOPE_HEADER_LEN - 4;
+        for (body_len, in_place) in [(page_body, true), (page_body + 1, false)] {
+            STREAM
+                .update(dir.path(), &id, wait, |_| vec![7u8; body_len])
+                .unwrap();
+            let ino = fs::metadata(&path).unwrap().ino();
+            STREAM
+                .update(dir.path(), &id, wait, |_| vec![8u8; body_len])
+                .unwrap();
+            assert_eq!(
+                fs::metadata(&path).unwrap().ino() == ino,
+                in_place,
+                "{body_len}"
+            );
+            assert_eq!(
+                STREAM.read(dir.path()).unwrap().unwrap(),
+                vec![8u8; body_len]
+            );
+        }
+        // Another link to the file, or a mode the directory does not give: swapped whole, the
+        // link keeps its bytes.
         STREAM
-            .update(dir.path(), &id, wait, |_| big.clone())
+            .update(dir.path(), &id, wait, |_| vec![7u8; page_body])
             .unwrap();
+        let link = dir.path().join("snapshot");
+        fs::hard_link(&path, &link).unwrap();
+        let linked = fs::read(&link).unwrap();
+        STREAM
+            .update(dir.path(), &id, wait, |_| vec![9u8; page_body])
+            .unwrap();
+        assert_eq!(fs::read(&link).unwrap(), linked);
+        fs::remove_file(&link).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
         let ino = fs::metadata(&path).unwrap().ino();
         STREAM
-            .update(dir.path(), &id, wait, |_| vec![8u8; IN_PLACE_MAX_LEN])
+            .update(dir.path(), &id, wait, |_| vec![1u8; page_body])
             .unwrap();
         assert_ne!(fs::metadata(&path).unwrap().ino(), ino);
-        assert_eq!(
-            STREAM.read(dir.path()).unwrap().unwrap(),
-            vec![8u8; IN_PLACE_MAX_LEN]
-        );
 
         assert_eq!(names_in(dir.path()), ["lock", "meta", "test-stream"]);
         let mode = fs::metadata(&path).unwrap().permissions().mode();
@@ -495,6 +529,7 @@ mod tests {
         assert_eq!(fs::read(outside.path()).unwrap(), body);
         // Nor by the write itself, had the link appeared after the read.
         assert!(!overwrite_in_place(
+            dir.path(),
             &STREAM.path(dir.path()),
             &STREAM.encode(b"mine")
         ));
@@ -516,14 +551,15 @@ mod tests {
                 }
                 done.store(true, std::sync::atomic::Ordering::Relaxed);
             });
-            let mut reads = 0;
-            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+            loop {
+                let finished = done.load(std::sync::atomic::Ordering::Relaxed);
                 let got = STREAM.read(dir.path()).unwrap().unwrap();
                 let first: u32 = std::str::from_utf8(&got[..8]).unwrap().parse().unwrap();
                 assert_eq!(got, body(first));
-                reads += 1;
+                if finished {
+                    break;
+                }
             }
-            assert!(reads > 0);
         });
     }
 
