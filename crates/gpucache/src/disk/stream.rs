@@ -12,9 +12,10 @@
 //!
 //! (the CRC covers everything before it). It is not fsynced: a stream is advisory, and a
 //! file torn by a power cut fails its CRC and starts again. A reader needs no lock:
-//! - A stream whose length does not change and that fits in one page (the EGL counters, at
-//!   every process exit) is overwritten in place by one `pwrite`, which a killed writer
-//!   cannot tear (the kernel copies a page whole). A reader that raced the write and fails
+//! - A stream whose new bytes fit in one page and are no shorter than the file (the EGL
+//!   counters at every process exit, the program cache's histograms as they fill) is
+//!   overwritten, and extended, in place by one `pwrite`, which a killed writer cannot tear
+//!   (the kernel copies a page whole; a shorter one would need a truncation after it). A reader that raced the write and fails
 //!   the CRC reads again. Replacing the file instead costs about 1.5 ms on ext4: a rename
 //!   over it writes the new file back, and freeing the old one's blocks waits as well.
 //! - Any other is written to `<name>.tmp.<pid>` and put in place of the old file
@@ -246,10 +247,11 @@ fn lock_within(lock: &File, wait: Duration) -> io::Result<()> {
 
 /// Overwrites the file `path` in the cache directory `dir` with `bytes` by one write, if
 /// they fit in a page and the file is one that a replacement would be like: a regular file
-/// of their length, with no other link (a hard link elsewhere, such as a snapshot or another
-/// directory, keeps its bytes) and the mode a new file in `dir` gets. Returns whether it
-/// did. Anything else (no such file, another length, a write that failed) is left to
-/// [`write_replacing`]: a failed one-page write changed nothing, or wrote the whole page.
+/// no longer than they are (the write covers it whole), with no other link (a hard link
+/// elsewhere, such as a snapshot or another directory, keeps its bytes) and the mode a new
+/// file in `dir` gets. Returns whether it did. Anything else (no such file, a longer one, a
+/// write that failed) is left to [`write_replacing`]: a failed one-page write changed
+/// nothing, or wrote the whole page.
 fn overwrite_in_place(dir: &Path, path: &Path, bytes: &[u8]) -> bool {
     use std::os::unix::fs::MetadataExt;
     if bytes.len() > IN_PLACE_MAX_LEN {
@@ -266,7 +268,7 @@ fn overwrite_in_place(dir: &Path, path: &Path, bytes: &[u8]) -> bool {
     match file.metadata() {
         Ok(m)
             if m.is_file()
-                && m.len() == bytes.len() as u64
+                && m.len() <= bytes.len() as u64
                 && m.nlink() == 1
                 && m.mode() & 0o777 == access::file_mode(dir) => {}
         _ => return false,
@@ -442,31 +444,38 @@ mod tests {
     }
 
     #[test]
-    fn a_stream_of_another_length_is_swapped_whole_and_one_of_the_same_is_overwritten() {
+    fn a_shorter_stream_is_swapped_whole_and_one_as_long_or_longer_is_overwritten() {
         use std::os::unix::fs::{MetadataExt, PermissionsExt};
         let id = Identity::new(b"gpu".to_vec());
         let dir = cache_dir(&id);
         let path = STREAM.path(dir.path());
         let wait = Duration::from_secs(1);
         STREAM
-            .update(dir.path(), &id, wait, |_| b"old".to_vec())
+            .update(dir.path(), &id, wait, |_| b"older".to_vec())
             .unwrap();
-        // Another length: a new file. A reader that opened the old one reads it whole.
+        // Shorter: a new file (an overwrite would leave the old tail). A reader that opened
+        // the old one reads it whole.
         let mut before = File::open(&path).unwrap();
         let ino = fs::metadata(&path).unwrap().ino();
         STREAM
-            .update(dir.path(), &id, wait, |_| b"newer".to_vec())
+            .update(dir.path(), &id, wait, |_| b"new".to_vec())
             .unwrap();
         let mut old = Vec::new();
         before.read_to_end(&mut old).unwrap();
-        assert_eq!(STREAM.decode(&old).unwrap(), b"old");
+        assert_eq!(STREAM.decode(&old).unwrap(), b"older");
+        assert_eq!(STREAM.read(dir.path()).unwrap().unwrap(), b"new");
         assert_ne!(fs::metadata(&path).unwrap().ino(), ino);
-        // The same length: the same file, new bytes.
+        // The same length, or longer: the same file, new bytes.
         let ino = fs::metadata(&path).unwrap().ino();
         STREAM
-            .update(dir.path(), &id, wait, |_| b"later".to_vec())
+            .update(dir.path(), &id, wait, |_| b"now".to_vec())
             .unwrap();
-        assert_eq!(STREAM.read(dir.path()).unwrap().unwrap(), b"later");
+        assert_eq!(STREAM.read(dir.path()).unwrap().unwrap(), b"now");
+        assert_eq!(fs::metadata(&path).unwrap().ino(), ino);
+        STREAM
+            .update(dir.path(), &id, wait, |_| b"longer".to_vec())
+            .unwrap();
+        assert_eq!(STREAM.read(dir.path()).unwrap().unwrap(), b"longer");
         assert_eq!(fs::metadata(&path).unwrap().ino(), ino);
         // A file of exactly a page is overwritten; one byte more is swapped whole even at the
         // same length.
@@ -541,7 +550,8 @@ mod tests {
         let id = Identity::new(b"gpu".to_vec());
         let dir = cache_dir(&id);
         let wait = Duration::from_secs(5);
-        let body = |i: u32| format!("{i:08}").repeat(32).into_bytes();
+        // Growing now and then, as the histograms do: still in place.
+        let body = |i: u32| format!("{i:08}").repeat(32 + i as usize / 100).into_bytes();
         STREAM.update(dir.path(), &id, wait, |_| body(0)).unwrap();
         let done = std::sync::atomic::AtomicBool::new(false);
         std::thread::scope(|s| {
