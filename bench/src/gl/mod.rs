@@ -306,7 +306,7 @@ fn gpucache_counters(report: &mut RunReport) -> Result<()> {
     report.sets_dropped = stats.sets_dropped;
     report.gets_buffer_too_small = stats.gets_buffer_too_small;
     report.miss_on_oversize = stats.miss_on_oversize != 0;
-    // Persist before the process ends (what an application does at exit).
-    gpucache_ffi::gpucache_egl_shutdown();
+    // Persist before the process ends (what an application's exit handler does).
+    gpucache_ffi::gpucache_egl_shutdown_at_exit();
     Ok(())
 }

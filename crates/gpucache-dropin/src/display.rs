@@ -442,7 +442,7 @@ fn at_exit_and_fork() {
                             );
                         }
                     }
-                    gpucache_ffi::gpucache_egl_shutdown()
+                    gpucache_ffi::gpucache_egl_shutdown_at_exit()
                 });
             }
         }

@@ -524,6 +524,22 @@ pub extern "C" fn gpucache_egl_shutdown() {
     });
 }
 
+/// `gpucache_egl_shutdown` for an `atexit` handler: persists the same way, but leaves the
+/// cache's values in memory to the end of the process instead of freeing them, which only
+/// delays the exit (about 0.2 ms per MB of values). `atexit(gpucache_egl_shutdown_at_exit)`
+/// is the handler to register; never call it in a process that goes on.
+///
+/// # Safety
+///
+/// None needed: callable from any thread at any time.
+#[no_mangle]
+pub extern "C" fn gpucache_egl_shutdown_at_exit() {
+    ffi_quiet((), || {
+        let _ = blob::flush();
+        blob::shutdown_at_exit();
+    });
+}
+
 /// Turns miss-on-oversize on (`on` non-zero) or off: with it on, `get` answers 0 instead
 /// of the size when the value is larger than the caller's buffer. Mesa 25 needs it on
 /// (`gpucache_egl_install` does that for Mesa).

@@ -92,6 +92,19 @@ fn c_blob_cache_persists_across_processes() {
     assert!(run_in(&program, &dir, &["wiped", cache]).contains("persist wiped: ok"));
 }
 
+/// The same with `atexit(gpucache_egl_shutdown_at_exit)`, which leaves the values in memory
+/// to the exit: everything is persisted, and LeakSanitizer (the C programs are built with
+/// `-fsanitize=address`) reports no leak.
+#[test]
+fn c_blob_cache_left_to_exit_persists_across_processes() {
+    let (program, dir) = build("persist");
+    let cache = dir.join("blob-cache-at-exit");
+    let cache = cache.to_str().expect("UTF-8 scratch path");
+    let written = run_in(&program, &dir, &["write-at-exit", cache]);
+    assert!(written.contains("persist write-at-exit: ok"), "{written}");
+    assert!(run_in(&program, &dir, &["read", cache]).contains("persist read: ok"));
+}
+
 /// The callbacks are assignable to `EGLSetBlobFuncANDROID`/`EGLGetBlobFuncANDROID` without
 /// casts: with Khronos's declarations before or after the header, and with the system's
 /// `<EGL/eglext.h>` when it is installed. The header also compiles as C++.

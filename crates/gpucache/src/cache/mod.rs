@@ -780,19 +780,5 @@ impl Cache {
     }
 }
 
-impl Drop for Cache {
-    fn drop(&mut self) {
-        if let Some(preload) = self.built_preload() {
-            preload.stop();
-        }
-        // Readers first: a late value they hand over still finds the writer.
-        for lower in &mut self.lower {
-            lower.reader.take();
-        }
-        // Dropping the writer drains its queue, makes it durable and joins it.
-        self.background.take();
-    }
-}
-
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,5 @@
-//! Starting a cache's threads: the write-behind thread (which spawns the preload's as it
-//! begins) and the readers of slow tiers.
+//! Starting and stopping a cache's threads: the write-behind thread (which spawns the
+//! preload's as it begins) and the readers of slow tiers.
 //!
 //! A cache whose disk opened through the persisted table builds its writer and preload only
 //! at the first operation after its first lookup, or at its first store: its first hit
@@ -17,6 +17,7 @@ use super::pending::install;
 use super::preload::Preload;
 use super::write_behind::{self, Queue, WriteBehind};
 use super::{Cache, Lower};
+use crate::store::Store;
 use crate::tier::Tier;
 
 /// The write-behind queue and the preload of a cache with lower tiers, built together.
@@ -133,3 +134,38 @@ impl Cache {
         }
     }
 }
+
+impl Drop for Cache {
+    fn drop(&mut self) {
+        if let Some(preload) = self.built_preload() {
+            preload.stop();
+        }
+        // Readers first: a late value they hand over still finds the writer.
+        for lower in &mut self.lower {
+            lower.reader.take();
+        }
+        // Dropping the writer drains its queue, makes it durable and joins it.
+        self.background.take();
+    }
+}
+
+impl Cache {
+    /// Leaves the memory tier's values allocated when this cache is dropped, for a process
+    /// that is exiting. An exit handler drops the cache to persist it; freeing the values
+    /// one by one, and the allocator handing their pages back, would only delay the exit
+    /// (1.9 ms for 9 MB in 3,300 values in the drop-in's handler here, about 0.2 ms per
+    /// MB). Everything else a drop does still happens: the preload stops, what is queued is
+    /// written and made durable. The memory is the process's until it ends, so a process
+    /// that goes on must never call this.
+    pub fn leave_memory_to_exit(&self) {
+        LEFT_TO_EXIT
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(Arc::clone(&self.memory));
+    }
+}
+
+/// The memory tiers left to the process's exit ([`Cache::leave_memory_to_exit`]): an owner
+/// that is never dropped, so the store outlives its cache, and stays reachable (a leak
+/// checker at exit does not report it).
+static LEFT_TO_EXIT: std::sync::Mutex<Vec<Arc<Store>>> = std::sync::Mutex::new(Vec::new());

@@ -482,3 +482,26 @@ fn a_data_file_kept_from_the_table_s_directory_is_not_read_for_the_full_index() 
     // Its locations are read in the directory at the path, not in the kept file.
     assert_eq!(cache.get(&key(9)).as_deref(), Some(&[10u8; 100][..]));
 }
+
+#[test]
+fn a_cache_left_to_exit_persists_everything_and_keeps_its_values_allocated() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = |i: u32| i.to_le_bytes();
+    for leave in [false, true] {
+        let cache = disk_cache(dir.path()).open().unwrap();
+        for i in 0..20u32 {
+            cache.insert(&key(i), vec![i as u8; 1000]).unwrap();
+        }
+        let memory = Arc::downgrade(&cache.memory);
+        if leave {
+            cache.leave_memory_to_exit();
+        }
+        // No flush: the drop writes what is queued either way.
+        drop(cache);
+        assert_eq!(memory.upgrade().is_some(), leave);
+        let reopened = disk_cache(dir.path()).open().unwrap();
+        for i in 0..20u32 {
+            assert_eq!(reopened.get(&key(i)).as_deref(), Some(&[i as u8; 1000][..]));
+        }
+    }
+}

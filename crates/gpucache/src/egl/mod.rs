@@ -380,6 +380,18 @@ pub fn shutdown() {
     drop(cache);
 }
 
+/// [`shutdown`] for an exit handler: persists the same way, and leaves the cache's values
+/// in memory to the end of the process instead of freeing them
+/// ([`Cache::leave_memory_to_exit`]). Only for a process that is exiting.
+pub fn shutdown_at_exit() {
+    let cache = GLOBAL.write().take();
+    if let Some(cache) = &cache {
+        cache.cache.leave_memory_to_exit();
+    }
+    // Dropped outside the lock: dropping flushes to disk.
+    drop(cache);
+}
+
 /// Persists the process-global cache's pending entries and its diagnostics.
 pub fn flush() -> Result<()> {
     global().map_or(Ok(()), |cache| cache.flush())
