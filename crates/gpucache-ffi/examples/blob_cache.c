@@ -20,7 +20,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: %s\n", gpucache_error_name(rc), gpucache_last_error_message());
         return 1;
     }
-    atexit(gpucache_egl_shutdown); /* persists what was stored, whatever the exit path */
+    atexit(gpucache_egl_shutdown_at_exit); /* persists what was stored, whatever the exit path */
 
     /* With a driver: eglInitialize(dpy), eglCreateContext(dpy, ...), then
      * rc = gpucache_egl_install(dpy); and the driver calls set/get from then on. */

@@ -509,7 +509,8 @@ pub extern "C" fn gpucache_egl_max_value_size() -> u64 {
 /// Idempotent, and safe while other threads still call the callbacks (their calls finish
 /// on the old cache or see no cache). Safe as an `atexit` handler:
 /// `atexit(gpucache_egl_shutdown)` persists what a program stored even when it returns
-/// from `main` without flushing.
+/// from `main` without flushing (`gpucache_egl_shutdown_at_exit` does so without freeing
+/// the cache's memory first).
 ///
 /// # Safety
 ///
@@ -525,9 +526,10 @@ pub extern "C" fn gpucache_egl_shutdown() {
 }
 
 /// `gpucache_egl_shutdown` for an `atexit` handler: persists the same way, but leaves the
-/// cache's values in memory to the end of the process instead of freeing them, which only
-/// delays the exit (about 0.2 ms per MB of values). `atexit(gpucache_egl_shutdown_at_exit)`
-/// is the handler to register; never call it in a process that goes on.
+/// cache's values in memory to the end of the process instead of freeing them (freeing them
+/// would only delay the exit, about 0.2 ms per MB of values).
+/// `atexit(gpucache_egl_shutdown_at_exit)` is the handler to register; never call it in a
+/// process that goes on.
 ///
 /// # Safety
 ///

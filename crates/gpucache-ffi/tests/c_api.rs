@@ -97,7 +97,11 @@ fn c_blob_cache_persists_across_processes() {
 /// `-fsanitize=address`) reports no leak.
 #[test]
 fn c_blob_cache_left_to_exit_persists_across_processes() {
-    let (program, dir) = build("persist");
+    // A scratch directory of its own: `build("persist")` would share (and wipe) the one of
+    // the test above, which runs in parallel.
+    let dir = scratch("persist-at-exit");
+    let program = dir.join("persist");
+    build_c_program(&[c_source("persist.c")], &program, &[]);
     let cache = dir.join("blob-cache-at-exit");
     let cache = cache.to_str().expect("UTF-8 scratch path");
     let written = run_in(&program, &dir, &["write-at-exit", cache]);

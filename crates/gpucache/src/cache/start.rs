@@ -155,13 +155,16 @@ impl Cache {
     /// one by one, and the allocator handing their pages back, would only delay the exit
     /// (1.9 ms for 9 MB in 3,300 values in the drop-in's handler here, about 0.2 ms per
     /// MB). Everything else a drop does still happens: the preload stops, what is queued is
-    /// written and made durable. The memory is the process's until it ends, so a process
-    /// that goes on must never call this.
+    /// written and made durable. The memory is the process's until it ends (with the
+    /// store's eviction listener, if any, which is never dropped either), so a process that
+    /// goes on must never call this. Calling it again changes nothing.
     pub fn leave_memory_to_exit(&self) {
-        LEFT_TO_EXIT
+        let mut left = LEFT_TO_EXIT
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(Arc::clone(&self.memory));
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !left.iter().any(|s| Arc::ptr_eq(s, &self.memory)) {
+            left.push(Arc::clone(&self.memory));
+        }
     }
 }
 

@@ -485,9 +485,9 @@ fn a_data_file_kept_from_the_table_s_directory_is_not_read_for_the_full_index() 
 
 #[test]
 fn a_cache_left_to_exit_persists_everything_and_keeps_its_values_allocated() {
-    let dir = tempfile::tempdir().unwrap();
     let key = |i: u32| i.to_le_bytes();
     for leave in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
         let cache = disk_cache(dir.path()).open().unwrap();
         for i in 0..20u32 {
             cache.insert(&key(i), vec![i as u8; 1000]).unwrap();
@@ -496,9 +496,17 @@ fn a_cache_left_to_exit_persists_everything_and_keeps_its_values_allocated() {
         if leave {
             cache.leave_memory_to_exit();
         }
-        // No flush: the drop writes what is queued either way.
+        // No flush: the drop writes what is queued either way, and a second call changes
+        // nothing.
+        if leave {
+            cache.leave_memory_to_exit();
+        }
         drop(cache);
         assert_eq!(memory.upgrade().is_some(), leave);
+        if let Some(store) = memory.upgrade() {
+            // The caller above and the one holder it was left to.
+            assert_eq!(Arc::strong_count(&store), 2);
+        }
         let reopened = disk_cache(dir.path()).open().unwrap();
         for i in 0..20u32 {
             assert_eq!(reopened.get(&key(i)).as_deref(), Some(&[i as u8; 1000][..]));
