@@ -28,6 +28,11 @@ const ROLE_ENV: &str = "GPUCACHE_STRESS_ROLE";
 const SOCKET_ENV: &str = "GPUCACHE_STRESS_SOCKET";
 const SEED_ENV: &str = "GPUCACHE_STRESS_SEED";
 const RUN: Duration = Duration::from_millis(2500);
+/// How long the victim runs if it is not killed first: it is killed once it holds resources,
+/// and with a tight budget the service may purge them between the test's looks for a while,
+/// so it must still be running then (with `RUN`, a victim that finished first failed the
+/// wait now and then).
+const VICTIM_RUN: Duration = Duration::from_secs(30);
 const WORKING_SET: u32 = 24;
 
 struct Rng(u64);
@@ -75,8 +80,9 @@ fn client(role: &str, seed: u64) -> Result<(u64, u64), Error> {
     // Locks held across frames: resource → frames left.
     let mut pinned: HashMap<u32, u32> = HashMap::new();
     let (mut frames, mut failed_locks) = (0u64, 0u64);
+    let run = if role == "victim" { VICTIM_RUN } else { RUN };
     let start = Instant::now();
-    while start.elapsed() < RUN {
+    while start.elapsed() < run {
         let mut locked = Vec::new();
         for _ in 0..8 {
             let r = rng.below(u64::from(WORKING_SET)) as u32;
