@@ -133,23 +133,7 @@ impl Cache {
             self.looked_up.store(true, Ordering::Relaxed);
         }
     }
-}
 
-impl Drop for Cache {
-    fn drop(&mut self) {
-        if let Some(preload) = self.built_preload() {
-            preload.stop();
-        }
-        // Readers first: a late value they hand over still finds the writer.
-        for lower in &mut self.lower {
-            lower.reader.take();
-        }
-        // Dropping the writer drains its queue, makes it durable and joins it.
-        self.background.take();
-    }
-}
-
-impl Cache {
     /// Leaves the memory tier's values allocated when this cache is dropped, for a process
     /// that is exiting. An exit handler drops the cache to persist it; freeing the values
     /// one by one, and the allocator handing their pages back, would only delay the exit
@@ -165,6 +149,20 @@ impl Cache {
         if !left.iter().any(|s| Arc::ptr_eq(s, &self.memory)) {
             left.push(Arc::clone(&self.memory));
         }
+    }
+}
+
+impl Drop for Cache {
+    fn drop(&mut self) {
+        if let Some(preload) = self.built_preload() {
+            preload.stop();
+        }
+        // Readers first: a late value they hand over still finds the writer.
+        for lower in &mut self.lower {
+            lower.reader.take();
+        }
+        // Dropping the writer drains its queue, makes it durable and joins it.
+        self.background.take();
     }
 }
 

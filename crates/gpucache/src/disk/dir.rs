@@ -348,8 +348,24 @@ pub(crate) fn remove_contents(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Puts the unsynced file `tmp` in place of `target`, atomically for readers: they open the
-/// old file or the new one. For files written without fsync (the table, metadata streams).
+/// Writes `bytes` to `<target>.tmp.<pid>` (with the directory's file mode, not fsynced) and
+/// puts that file in place of `target`, atomically for readers: they open the old file or
+/// the new one. For files written without fsync (the table, metadata streams); the caller
+/// holds the directory lock. A failed write leaves no temporary file.
+pub(crate) fn write_unsynced(target: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut tmp = target.as_os_str().to_owned();
+    tmp.push(format!(".tmp.{}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    let result = access::create_file(&tmp)
+        .and_then(|mut f| f.write_all(bytes))
+        .and_then(|()| replace_unsynced(&tmp, target));
+    if result.is_err() {
+        let _ = remove_if_present(&tmp);
+    }
+    result
+}
+
+/// Puts the unsynced file `tmp` in place of `target`.
 ///
 /// A plain rename over an existing file makes ext4 (`auto_da_alloc`, the default) allocate
 /// the new file's blocks and start writing it back before the rename returns: 1.3 ms on
@@ -359,7 +375,7 @@ pub(crate) fn remove_contents(dir: &Path) -> io::Result<()> {
 /// rename. If the old file cannot be removed after the swap it stays under `tmp`'s name, a
 /// temporary file: this process's next write of it truncates it, and the sweep of stale
 /// temporary files removes it once this process is gone.
-pub(crate) fn replace_unsynced(tmp: &Path, target: &Path) -> io::Result<()> {
+fn replace_unsynced(tmp: &Path, target: &Path) -> io::Result<()> {
     use rustix::fs::{renameat_with, RenameFlags, CWD};
     match renameat_with(CWD, tmp, CWD, target, RenameFlags::EXCHANGE) {
         Ok(()) => {

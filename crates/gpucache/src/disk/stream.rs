@@ -19,10 +19,10 @@
 //!   the CRC reads again. Replacing the file instead costs about 1.5 ms on ext4: a rename
 //!   over it writes the new file back, and freeing the old one's blocks waits as well.
 //! - Any other is written to `<name>.tmp.<pid>` and put in place of the old file
-//!   ([`dir::replace_unsynced`]), so a reader sees the old file or the new one.
+//!   ([`dir::write_unsynced`]), so a reader sees the old file or the new one.
 
 use std::fs::{self, File, TryLockError};
-use std::io::{self, ErrorKind, Read, Write};
+use std::io::{self, ErrorKind, Read};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -218,7 +218,7 @@ impl MetadataStream {
         let path = self.path(dir);
         let bytes = self.encode(&body);
         if !overwrite_in_place(dir, &path, &bytes) {
-            write_replacing(&path, &bytes)?;
+            dir::write_unsynced(&path, &bytes)?;
         }
         Ok(())
         // The lock is released when `lock` is closed.
@@ -250,7 +250,7 @@ fn lock_within(lock: &File, wait: Duration) -> io::Result<()> {
 /// no longer than they are (the write covers it whole), with no other link (a hard link
 /// elsewhere, such as a snapshot or another directory, keeps its bytes) and the mode a new
 /// file in `dir` gets. Returns whether it did. Anything else (no such file, a longer one, a
-/// write that failed) is left to [`write_replacing`]: a failed one-page write changed
+/// write that failed) is left to [`dir::write_unsynced`]: a failed one-page write changed
 /// nothing, or wrote the whole page.
 fn overwrite_in_place(dir: &Path, path: &Path, bytes: &[u8]) -> bool {
     use std::os::unix::fs::MetadataExt;
@@ -280,22 +280,6 @@ const IN_PLACE_OPEN_FLAGS: i32 = rustix::fs::OFlags::NOFOLLOW
     .union(rustix::fs::OFlags::NONBLOCK)
     .union(rustix::fs::OFlags::NOCTTY)
     .bits() as i32;
-
-/// Writes `bytes` to a temporary file and puts it in place of `path`.
-fn write_replacing(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".tmp.{}", std::process::id()));
-    let tmp = PathBuf::from(tmp);
-    let result = (|| {
-        let mut f = access::create_file(&tmp)?;
-        f.write_all(bytes)?;
-        dir::replace_unsynced(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = dir::remove_if_present(&tmp);
-    }
-    result
-}
 
 /// A temporary file older than this is stale whoever wrote it: no write of a stream, a meta
 /// file or an index takes that long.

@@ -9,10 +9,9 @@
 //! (`docs/disk-format.md`).
 
 use std::fs::{self, File};
-use std::io::{self, ErrorKind, Write as _};
+use std::io::{self, ErrorKind};
 use std::path::{Path, PathBuf};
 
-use super::access;
 use super::dir::At;
 use super::format::{decode_meta, FORMAT_VERSION};
 use super::index::Loc;
@@ -405,14 +404,7 @@ impl Table {
 /// Not fsynced: a table lost or torn by a power cut fails its checks and is ignored. Called
 /// under the directory lock.
 pub(crate) fn write_table(dir: &Path, bytes: &[u8]) -> io::Result<()> {
-    let tmp = dir.join(format!("{TABLE_FILE}.tmp.{}", std::process::id()));
-    let written = access::create_file(&tmp)
-        .and_then(|mut f| f.write_all(bytes))
-        .and_then(|()| super::dir::replace_unsynced(&tmp, &table_path(dir)));
-    if written.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    written
+    super::dir::write_unsynced(&table_path(dir), bytes)
 }
 
 /// Removes `dir`'s table, if any (before segments are removed wholesale).
