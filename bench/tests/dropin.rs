@@ -274,6 +274,13 @@ fn a_c_program_linking_libegl_is_served_by_gpucache_with_the_same_pixels() {
         id.join("mesa-context/mesa_shader_cache_db").is_dir(),
         "the hybrid: Mesa's own cache in the namespace"
     );
+    // The identity names the driver library that holds the compiler (Mesa 25:
+    // libgallium), by its build id, and Mesa's EGL library.
+    let meta = String::from_utf8_lossy(&std::fs::read(id.join("meta")).unwrap()).into_owned();
+    for field in ["\ndriver=swrast\n", "\ndriver_build_id=", "\nlibrary_build_id="] {
+        assert!(meta.contains(field), "{field:?} in the identity: {meta:?}");
+    }
+    assert!(!meta.contains("driver_config="), "{meta:?}");
     assert!(!s.dir.path().join("xdg-cache").exists());
     // The hybrid's variables were put back once Mesa had read them: the application (and
     // whatever it starts) sees its own environment.

@@ -18,7 +18,6 @@ use gpucache::egl::BlobCacheConfig;
 use crate::config::Settings;
 use crate::egl::{
     has_token, EGLDisplay, GetBlob, Real, SetBlob, EGL_EXTENSIONS, EGL_SUCCESS, EGL_VENDOR,
-    EGL_VERSION,
 };
 use crate::log;
 
@@ -237,7 +236,7 @@ pub unsafe fn before_create_context(real: &Real, dpy: EGLDisplay) -> Option<EnvR
     // SAFETY: as above.
     let vendor = unsafe { real.query(dpy, EGL_VENDOR) }.unwrap_or_default();
     // SAFETY: as above.
-    let identity = unsafe { identity(real, dpy, &extensions, &vendor) };
+    let identity = unsafe { crate::identity::of_display(real, dpy, &extensions, &vendor) };
     let mesa = vendor.windows(4).any(|w| w == b"Mesa");
     let ok = match &d.global {
         Global::Configured { identity: id, .. } => *id == identity,
@@ -457,57 +456,6 @@ fn at_exit_and_fork() {
             libc::pthread_atfork(None, None, Some(in_child));
         }
     });
-}
-
-/// What the cached entries depend on: the display's vendor and version strings, the
-/// driver's name and a hash of its configuration (`EGL_MESA_query_driver`, where
-/// present), and the build id of the real vendor library.
-///
-/// # Safety
-///
-/// `dpy` is an initialised display of `real`'s EGL.
-unsafe fn identity(real: &Real, dpy: EGLDisplay, extensions: &[u8], vendor: &[u8]) -> Vec<u8> {
-    let mut id = b"gpucache-dropin 1\nvendor=".to_vec();
-    id.extend_from_slice(vendor);
-    id.extend_from_slice(b"\nversion=");
-    // SAFETY: the caller's contract.
-    id.extend(unsafe { real.query(dpy, EGL_VERSION) }.unwrap_or_default());
-    if has_token(extensions, b"EGL_MESA_query_driver") {
-        if let Some(name) = real.driver_name {
-            // SAFETY: the display advertises EGL_MESA_query_driver; the answer is NULL or
-            // a NUL-terminated string owned by the driver.
-            let n = unsafe { name(dpy) };
-            if !n.is_null() {
-                id.extend_from_slice(b"\ndriver=");
-                // SAFETY: non-NULL, NUL-terminated (above).
-                id.extend_from_slice(unsafe { std::ffi::CStr::from_ptr(n) }.to_bytes());
-            }
-        }
-        if let Some(config) = real.driver_config {
-            // SAFETY: as above; the answer is NULL or a string the caller frees with free().
-            let c = unsafe { config(dpy) };
-            if !c.is_null() {
-                // SAFETY: non-NULL and NUL-terminated; freed once, right after.
-                let hash = fnv1a(unsafe { std::ffi::CStr::from_ptr(c) }.to_bytes());
-                // SAFETY: allocated by the driver with malloc, as the extension says.
-                unsafe { libc::free(c.cast()) };
-                id.extend(format!("\ndriver_config={hash:016x}").bytes());
-            }
-        }
-    }
-    // Any error the queries left behind is not the application's.
-    real.take_error();
-    if let Some(build) = real.library.as_deref().and_then(crate::elf::build_id) {
-        id.extend_from_slice(b"\nlibrary_build_id=");
-        id.extend(build.iter().flat_map(|b| format!("{b:02x}").into_bytes()));
-    }
-    id
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
 
 /// After a successful real `eglCreateContext`: installs gpucache's callbacks on a prepared

@@ -23,6 +23,7 @@ pub mod config;
 mod display;
 pub mod egl;
 pub mod elf;
+mod identity;
 pub mod vendor;
 
 use std::ffi::{c_char, c_void, CStr};
