@@ -200,6 +200,7 @@ fn namespace(root: &Path, exe: &str) -> (PathBuf, PathBuf) {
     let entries: Vec<PathBuf> = std::fs::read_dir(root)
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
         .collect();
     assert_eq!(entries.len(), 1, "one namespace: {entries:?}");
     let ns = entries[0].clone();
@@ -208,7 +209,7 @@ fn namespace(root: &Path, exe: &str) -> (PathBuf, PathBuf) {
     let ids: Vec<PathBuf> = std::fs::read_dir(&ns)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("id-"))
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("id-") && p.is_dir())
         .collect();
     assert_eq!(ids.len(), 1, "one identity: {ids:?}");
     (ns, ids[0].clone())
@@ -277,7 +278,11 @@ fn a_c_program_linking_libegl_is_served_by_gpucache_with_the_same_pixels() {
     // The identity names the driver library that holds the compiler (Mesa 25:
     // libgallium), by its build id, and Mesa's EGL library.
     let meta = String::from_utf8_lossy(&std::fs::read(id.join("meta")).unwrap()).into_owned();
-    for field in ["\ndriver=swrast\n", "\ndriver_build_id=", "\nlibrary_build_id="] {
+    for field in [
+        "\ndriver=swrast\n",
+        "\ndriver_build_id=",
+        "\nlibrary_build_id=",
+    ] {
         assert!(meta.contains(field), "{field:?} in the identity: {meta:?}");
     }
     assert!(!meta.contains("driver_config="), "{meta:?}");
@@ -642,4 +647,92 @@ fn a_fresh_machine_is_served_from_the_fleet_through_the_dropin() {
         id.join("fleet-stats").exists(),
         "the fleet tier kept its counters beside the cache"
     );
+}
+
+#[test]
+fn the_root_is_pruned_to_its_limit_sparing_caches_in_use() {
+    let s = Sandbox::new();
+    let root = s.root();
+    // Caches that other applications (or earlier builds of this one) left: one no process
+    // uses, one a running process holds (util-linux `flock` holding a shared lock on its
+    // `.inuse` file, as the drop-in does for the life of each application).
+    let stale = root.join("old_app-00000000000000aa/id-00000000000000aa");
+    let held = root.join("other_app-00000000000000bb/id-00000000000000bb");
+    for dir in [&stale, &held] {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("seg-00000001.dat"), vec![1u8; 1 << 20]).unwrap();
+    }
+    let lock = held.with_file_name("id-00000000000000bb.inuse");
+    let mut holder = Command::new("flock")
+        .arg("--shared")
+        .arg(&lock)
+        .args(["sleep", "60"])
+        .spawn()
+        .expect("flock (util-linux)");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !lock.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+
+    let mut c = s.dropin(app());
+    c.env("GPUCACHE_DROPIN_TOTAL_MAX_BYTES", "1K")
+        .args(["--programs", "2"]);
+    let first = run(c);
+    let own: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("dropin_app-")
+        })
+        .collect();
+    assert_eq!(own.len(), 1, "{own:?}");
+    assert!(
+        first
+            .stderr
+            .contains(&format!("pruned {}", stale.display())),
+        "{}",
+        first.stderr
+    );
+    assert!(!stale.exists() && !stale.parent().unwrap().exists());
+    assert!(
+        held.join("seg-00000001.dat").exists(),
+        "a held cache is kept"
+    );
+    // Its own cache is kept too, marked in use (0600, as every file of the drop-in).
+    let (_, id) = namespace_of(&own[0]);
+    assert!(id.join("meta").exists());
+    for file in [
+        root.join(".last-prune"),
+        id.with_file_name(format!(
+            "{}.inuse",
+            id.file_name().unwrap().to_string_lossy()
+        )),
+    ] {
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", file.display());
+    }
+
+    // Once a day: released now, the other cache still stays until the next day's prune.
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let mut c = s.dropin(app());
+    c.env("GPUCACHE_DROPIN_TOTAL_MAX_BYTES", "1K")
+        .args(["--programs", "2"]);
+    let second = run(c);
+    assert!(!second.stderr.contains("pruned"), "{}", second.stderr);
+    assert!(held.exists());
+}
+
+/// The one identity directory of the namespace `ns`.
+fn namespace_of(ns: &Path) -> (PathBuf, PathBuf) {
+    let ids: Vec<PathBuf> = std::fs::read_dir(ns)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    (ns.to_path_buf(), ids[0].clone())
 }

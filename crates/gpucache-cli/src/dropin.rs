@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use EGL_gpucache::config::Settings;
+use EGL_gpucache::prune;
 use EGL_gpucache::vendor::vendor_json;
 
 use crate::Outcome;
@@ -158,9 +159,63 @@ pub fn disable(out: &mut dyn Write, system_dir: Option<&Path>) -> Result<Outcome
 
 /// The drop-in's root directory under the same settings an application would read.
 pub fn root() -> Result<PathBuf> {
-    let env = |k: &str| std::env::var(k).ok();
-    let (settings, _) = Settings::load(&env, "");
-    settings
+    settings()
         .root
         .context("no cache directory: set GPUCACHE_DROPIN_DIR, XDG_CACHE_HOME or HOME")
+}
+
+fn settings() -> Settings {
+    let env = |k: &str| std::env::var(k).ok();
+    Settings::load(&env, "").0
+}
+
+/// `gpucache dropin prune`: the root's caches, least recently used first, down to
+/// `max_bytes` (else the settings' `total_max_bytes`).
+pub fn prune(out: &mut dyn Write, max_bytes: Option<&str>, dry_run: bool) -> Result<Outcome> {
+    let root = root()?;
+    let max = match max_bytes {
+        Some(text) => EGL_gpucache::config::parse_size(text)
+            .with_context(|| format!("--max-bytes {text}: not a size"))?,
+        None => settings().total_max_bytes,
+    };
+    if dry_run {
+        let mut caches =
+            prune::caches(&root).with_context(|| format!("reading {}", root.display()))?;
+        caches.sort_by_key(|c| c.last_used);
+        let mut total: u64 = caches.iter().map(|c| c.bytes).sum();
+        writeln!(out, "{} caches, {total} bytes, limit {max}", caches.len())?;
+        for c in caches {
+            let days = std::time::SystemTime::now()
+                .duration_since(c.last_used)
+                .map_or(0, |d| d.as_secs() / 86_400);
+            let verdict = if total > max {
+                total -= c.bytes;
+                "would remove (unless in use)"
+            } else {
+                "keep"
+            };
+            writeln!(
+                out,
+                "{verdict}\t{} bytes\tused {days} days ago\t{}",
+                c.bytes,
+                c.dir.display()
+            )?;
+        }
+        return Ok(Outcome::Success);
+    }
+    let pruned =
+        prune::prune(&root, max, None).with_context(|| format!("pruning {}", root.display()))?;
+    for c in &pruned.removed {
+        writeln!(out, "removed\t{} bytes\t{}", c.bytes, c.dir.display())?;
+    }
+    for dir in &pruned.in_use {
+        writeln!(out, "in use\t{}", dir.display())?;
+    }
+    writeln!(
+        out,
+        "{} removed, {} bytes left, limit {max}",
+        pruned.removed.len(),
+        pruned.bytes_left
+    )?;
+    Ok(Outcome::Success)
 }

@@ -295,6 +295,17 @@ enum DropinCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Remove the least recently used caches under the drop-in's root until the rest take
+    /// no more than the limit (applications do this once a day on their own); caches that
+    /// a running application holds are kept.
+    Prune {
+        /// The limit (`K`, `M`, `G` suffixes; default: the settings' total_max_bytes).
+        #[arg(long)]
+        max_bytes: Option<String>,
+        /// List the caches by last use and what a prune would remove; remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 /// How a command that ran to completion ended.
@@ -326,6 +337,9 @@ fn run(command: Command, out: &mut dyn Write) -> Result<Outcome> {
                 dropin::disable(out, system.then_some(vendor_dir.as_path()))
             }
             DropinCommand::Stats { json } => read::stats(out, &dropin::root()?, json),
+            DropinCommand::Prune { max_bytes, dry_run } => {
+                dropin::prune(out, max_bytes.as_deref(), dry_run)
+            }
         },
         Command::Ls { dir, text, json } => read::ls(out, &dir, text, json),
         Command::Get {

@@ -143,3 +143,71 @@ fn stats_shows_each_applications_namespace() {
     assert!(t.contains("holds 2 per-application namespaces"), "{t}");
     assert!(t.contains("== namespace glxgears-0123456789abcdef: application glxgears"));
 }
+
+#[test]
+fn prune_removes_the_least_recently_used_caches() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("gpucache");
+    let mut ids = Vec::new();
+    for (ns, age_days) in [("old_app-0123456789abcdef", 40u64), ("new_app", 1)] {
+        let cache = BlobCache::new(BlobCacheConfig::default().cache(|c| {
+            c.directory(root.join(ns))
+                .identity(b"gpucache-dropin 1\nvendor=Mesa".to_vec())
+                .driver_versioned(true)
+        }))
+        .unwrap();
+        for i in 0..20u8 {
+            cache.set(&[i; 20], &[i; 4000]);
+        }
+        cache.flush().unwrap();
+        drop(cache);
+        let id = std::fs::read_dir(root.join(ns))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.is_dir())
+            .unwrap();
+        // Last used `age_days` ago: the directory and every file in it.
+        let when =
+            std::time::SystemTime::now() - std::time::Duration::from_secs(age_days * 24 * 60 * 60);
+        for e in std::fs::read_dir(&id).unwrap() {
+            let p = e.unwrap().path();
+            std::fs::File::open(&p).unwrap().set_modified(when).unwrap();
+        }
+        std::fs::File::open(&id)
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
+        ids.push(id);
+    }
+    let env = [("GPUCACHE_DROPIN_DIR", root.as_path())];
+    let new_bytes = EGL_gpucache::prune::caches(&root)
+        .unwrap()
+        .into_iter()
+        .find(|c| c.dir == ids[1])
+        .unwrap()
+        .bytes;
+    let limit = new_bytes.to_string();
+
+    let out = text(&gpucache(
+        &["dropin", "prune", "--dry-run", "--max-bytes", &limit],
+        &env,
+    ));
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("2 caches"), "{out}");
+    assert!(lines[1].starts_with("would remove") && lines[1].contains("used 40 days ago"));
+    assert!(lines[2].starts_with("keep") && lines[2].ends_with(ids[1].to_str().unwrap()));
+    assert!(ids[0].exists(), "a dry run removes nothing");
+
+    let out = text(&gpucache(&["dropin", "prune", "--max-bytes", &limit], &env));
+    assert!(out.contains("removed\t"), "{out}");
+    assert!(out.ends_with(&format!(
+        "1 removed, {new_bytes} bytes left, limit {new_bytes}\n"
+    )));
+    assert!(!ids[0].exists() && !root.join("old_app-0123456789abcdef").exists());
+    assert!(ids[1].exists());
+
+    // `stats` reads the root as before (the prune's marker and lock files are not caches).
+    let out = gpucache(&["dropin", "stats", "--json"], &env);
+    let v: Value = serde_json::from_str(&text(&out)).unwrap();
+    assert_eq!(v["namespaces"].as_array().unwrap().len(), 1);
+}

@@ -39,6 +39,9 @@ pub struct Settings {
     pub root: Option<PathBuf>,
     /// Byte limit of this application's cache directory.
     pub max_bytes: u64,
+    /// Byte limit of every cache under the root together, kept by a daily prune of the
+    /// least recently used caches (`crate::prune`); 0: no automatic prune.
+    pub total_max_bytes: u64,
     /// Per-application subdirectories.
     pub namespace: Namespace,
     /// Mesa's own cache kept on, inside the cache directory, for what context creation
@@ -59,6 +62,7 @@ impl Default for Settings {
             enabled: true,
             root: None,
             max_bytes: 256 << 20,
+            total_max_bytes: 1 << 30,
             namespace: Namespace::App,
             hybrid: true,
             mesa_context_max_bytes: 4 << 20,
@@ -140,6 +144,9 @@ impl Settings {
             "enabled" => self.enabled = parse_bool(text).ok_or("enabled: not true/false")?,
             "dir" | "directory" => self.root = Some(expand_home(text)),
             "max_bytes" => self.max_bytes = parse_size(text).ok_or("max_bytes: not a size")?,
+            "total_max_bytes" => {
+                self.total_max_bytes = parse_size(text).ok_or("total_max_bytes: not a size")?
+            }
             "namespace" => {
                 self.namespace =
                     Namespace::parse(text).ok_or("namespace: not app, exe or shared")?
@@ -163,6 +170,7 @@ impl Settings {
             ("GPUCACHE_DROPIN", "enabled"),
             ("GPUCACHE_DROPIN_DIR", "dir"),
             ("GPUCACHE_DROPIN_MAX_BYTES", "max_bytes"),
+            ("GPUCACHE_DROPIN_TOTAL_MAX_BYTES", "total_max_bytes"),
             ("GPUCACHE_DROPIN_NAMESPACE", "namespace"),
             ("GPUCACHE_DROPIN_HYBRID", "hybrid"),
             (

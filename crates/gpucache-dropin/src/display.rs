@@ -8,7 +8,7 @@
 //! trampolines call the application's functions instead of gpucache's.
 
 use std::ffi::c_void;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -416,8 +416,47 @@ fn configure(p: &Process, identity: &[u8], mesa: bool) -> Result<PathBuf, String
         .and_then(|c| c.cache().directory().map(|d| d.to_path_buf()))
         .unwrap_or(dir);
     at_exit_and_fork();
+    keep_root_bounded(p, &resolved);
     Ok(resolved)
 }
+
+/// Marks the cache in use for the life of the process, and once a day (the first process to
+/// start after a day) prunes the root's least recently used caches down to
+/// `total_max_bytes` on a thread of its own (`crate::prune`).
+fn keep_root_bounded(p: &Process, cache_dir: &Path) {
+    static IN_USE: OnceLock<Option<crate::prune::InUse>> = OnceLock::new();
+    IN_USE.get_or_init(|| crate::prune::hold(cache_dir));
+    let (Some(root), max) = (p.settings.root.clone(), p.settings.total_max_bytes) else {
+        return;
+    };
+    if max == 0 || !crate::prune::due(&root, std::time::SystemTime::now()) {
+        return;
+    }
+    let keep = cache_dir.to_path_buf();
+    let spawned = std::thread::Builder::new()
+        .name("gpucache-prune".into())
+        .spawn(move || {
+            let p = process();
+            match crate::prune::prune(&root, max, Some(&keep)) {
+                Ok(pruned) => {
+                    for c in &pruned.removed {
+                        log(
+                            p,
+                            &format!("pruned {} ({} bytes)", c.dir.display(), c.bytes),
+                        );
+                    }
+                }
+                Err(e) => log(p, &format!("pruning {}: {e}", root.display())),
+            }
+        });
+    if let Ok(handle) = spawned {
+        *PRUNING.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+    }
+}
+
+/// The prune thread, joined by the exit handler (a prune takes milliseconds; one cut short
+/// by the exit would leave its renamed directory to the next).
+static PRUNING: Mutex<Option<std::thread::JoinHandle<()>>> = Mutex::new(None);
 
 /// Registers, once, the exit handler that persists the cache and the fork handler that
 /// makes a child's callbacks inert.
@@ -429,6 +468,10 @@ fn at_exit_and_fork() {
             // survive the fork: only the process that configured it persists it.
             if !FORKED.load(Ordering::Relaxed) {
                 let _ = std::panic::catch_unwind(|| {
+                    let pruning = PRUNING.lock().unwrap_or_else(|e| e.into_inner()).take();
+                    if let Some(thread) = pruning {
+                        let _ = thread.join();
+                    }
                     let p = process();
                     if p.settings.log {
                         if let Some(s) = gpucache::egl::stats() {

@@ -24,6 +24,7 @@ mod display;
 pub mod egl;
 pub mod elf;
 mod identity;
+pub mod prune;
 pub mod vendor;
 
 use std::ffi::{c_char, c_void, CStr};
