@@ -206,13 +206,7 @@ fn namespace(root: &Path, exe: &str) -> (PathBuf, PathBuf) {
     let ns = entries[0].clone();
     let name = ns.file_name().unwrap().to_string_lossy().into_owned();
     assert!(name.starts_with(&format!("{exe}-")), "{name}");
-    let ids: Vec<PathBuf> = std::fs::read_dir(&ns)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("id-") && p.is_dir())
-        .collect();
-    assert_eq!(ids.len(), 1, "one identity: {ids:?}");
-    (ns, ids[0].clone())
+    namespace_of(&ns)
 }
 
 fn assert_served(cold: &Run, warm: &Run) {
@@ -726,13 +720,13 @@ fn the_root_is_pruned_to_its_limit_sparing_caches_in_use() {
     assert!(held.exists());
 }
 
-/// The one identity directory of the namespace `ns`.
+/// The namespace `ns` and the one identity directory inside it.
 fn namespace_of(ns: &Path) -> (PathBuf, PathBuf) {
     let ids: Vec<PathBuf> = std::fs::read_dir(ns)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("id-") && p.is_dir())
         .collect();
-    assert_eq!(ids.len(), 1, "{ids:?}");
+    assert_eq!(ids.len(), 1, "one identity: {ids:?}");
     (ns.to_path_buf(), ids[0].clone())
 }
