@@ -647,31 +647,59 @@ fn a_fresh_machine_is_served_from_the_fleet_through_the_dropin() {
 fn the_root_is_pruned_to_its_limit_sparing_caches_in_use() {
     let s = Sandbox::new();
     let root = s.root();
-    // Caches that other applications (or earlier builds of this one) left: one no process
-    // uses, one a running process holds (util-linux `flock` holding a shared lock on its
-    // `.inuse` file, as the drop-in does for the life of each application).
-    let stale = root.join("old_app-00000000000000aa/id-00000000000000aa");
-    let held = root.join("other_app-00000000000000bb/id-00000000000000bb");
-    for dir in [&stale, &held] {
-        std::fs::create_dir_all(dir).unwrap();
-        std::fs::write(dir.join("seg-00000001.dat"), vec![1u8; 1 << 20]).unwrap();
-    }
-    let lock = held.with_file_name("id-00000000000000bb.inuse");
-    let mut holder = Command::new("flock")
-        .arg("--shared")
-        .arg(&lock)
-        .args(["sleep", "60"])
-        .spawn()
-        .expect("flock (util-linux)");
+    // Drop-in caches that other applications (or earlier builds of this one) left: one no
+    // process uses, one a running process holds (util-linux `flock` holding a shared lock on
+    // its `.inuse` file, as the drop-in does for the life of each application). And an
+    // application's own cache in the same root (not the drop-in's identity): never touched.
+    let stale = old_cache(
+        &root.join("old_app-00000000000000aa"),
+        "gpucache-dropin 1\nold",
+    );
+    let held = old_cache(
+        &root.join("other_app-00000000000000bb"),
+        "gpucache-dropin 1\nheld",
+    );
+    let foreign = old_cache(&root.join("engine"), "an engine's own cache");
+    let lock = held.with_file_name(format!(
+        "{}.inuse",
+        held.file_name().unwrap().to_string_lossy()
+    ));
+    // Its own process group, so that killing it also kills `sleep`, which shares the lock.
+    let mut holder = {
+        use std::os::unix::process::CommandExt;
+        Command::new("flock")
+            .arg("--shared")
+            .arg(&lock)
+            .args(["sleep", "60"])
+            .process_group(0)
+            .spawn()
+            .expect("flock (util-linux)")
+    };
+    let is_held = || {
+        let probe = Command::new("flock")
+            .args(["--exclusive", "--nonblock"])
+            .arg(&lock)
+            .arg("true")
+            .status()
+            .unwrap();
+        !probe.success()
+    };
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !lock.exists() && std::time::Instant::now() < deadline {
+    while !is_held() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "flock never took the lock"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 
-    let mut c = s.dropin(app());
-    c.env("GPUCACHE_DROPIN_TOTAL_MAX_BYTES", "1K")
-        .args(["--programs", "2"]);
-    let first = run(c);
+    let with_limit = || {
+        let mut c = s.dropin(app());
+        c.env("GPUCACHE_DROPIN_TOTAL_MAX_BYTES", "1K")
+            .args(["--programs", "2"]);
+        run(c)
+    };
+    let first = with_limit();
     let own: Vec<PathBuf> = std::fs::read_dir(&root)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -690,10 +718,11 @@ fn the_root_is_pruned_to_its_limit_sparing_caches_in_use() {
         "{}",
         first.stderr
     );
-    assert!(!stale.exists() && !stale.parent().unwrap().exists());
+    assert!(!stale.exists());
+    assert!(held.join("meta").exists(), "a held cache is kept");
     assert!(
-        held.join("seg-00000001.dat").exists(),
-        "a held cache is kept"
+        foreign.join("meta").exists(),
+        "not a drop-in cache: never touched"
     );
     // Its own cache is kept too, marked in use (0600, as every file of the drop-in).
     let (_, id) = namespace_of(&own[0]);
@@ -709,15 +738,54 @@ fn the_root_is_pruned_to_its_limit_sparing_caches_in_use() {
         assert_eq!(mode, 0o600, "{}", file.display());
     }
 
-    // Once a day: released now, the other cache still stays until the next day's prune.
-    holder.kill().unwrap();
+    // Released now, the other cache still stays until the next day's prune.
+    // SAFETY: kill takes no pointers; the group is the holder's own.
+    assert_eq!(
+        unsafe { libc::kill(-(holder.id() as i32), libc::SIGKILL) },
+        0
+    );
     holder.wait().unwrap();
-    let mut c = s.dropin(app());
-    c.env("GPUCACHE_DROPIN_TOTAL_MAX_BYTES", "1K")
-        .args(["--programs", "2"]);
-    let second = run(c);
+    assert!(!is_held());
+    let second = with_limit();
     assert!(!second.stderr.contains("pruned"), "{}", second.stderr);
     assert!(held.exists());
+    // A day later it goes.
+    std::fs::File::open(root.join(".last-prune"))
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(2 * 86_400))
+        .unwrap();
+    let third = with_limit();
+    assert!(
+        third.stderr.contains(&format!("pruned {}", held.display())),
+        "{}",
+        third.stderr
+    );
+    assert!(!held.exists() && id.join("meta").exists() && foreign.exists());
+}
+
+/// A cache of `identity` in the namespace `ns` with 1 MiB of data, last used 40 days ago.
+fn old_cache(ns: &Path, identity: &str) -> PathBuf {
+    let builder = gpucache::Cache::builder()
+        .directory(ns)
+        .identity(identity.as_bytes().to_vec())
+        .driver_versioned(true);
+    let dir = builder.clone().resolved_directory().unwrap();
+    let cache = builder.open().unwrap();
+    cache.insert(b"key", vec![1u8; 1 << 20]).unwrap();
+    cache.flush().unwrap();
+    drop(cache);
+    let when = std::time::SystemTime::now() - Duration::from_secs(40 * 86_400);
+    for e in std::fs::read_dir(&dir).unwrap() {
+        std::fs::File::open(e.unwrap().path())
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
+    }
+    std::fs::File::open(&dir)
+        .unwrap()
+        .set_modified(when)
+        .unwrap();
+    dir
 }
 
 /// The namespace `ns` and the one identity directory inside it.

@@ -170,14 +170,21 @@ fn settings() -> Settings {
 }
 
 /// `gpucache dropin prune`: the root's caches, least recently used first, down to
-/// `max_bytes` (else the settings' `total_max_bytes`).
+/// `max_bytes` (else the settings' `total_max_bytes`); never one a process holds.
 pub fn prune(out: &mut dyn Write, max_bytes: Option<&str>, dry_run: bool) -> Result<Outcome> {
     let root = root()?;
     let max = match max_bytes {
         Some(text) => EGL_gpucache::config::parse_size(text)
             .with_context(|| format!("--max-bytes {text}: not a size"))?,
-        None => settings().total_max_bytes,
+        None => match settings().total_max_bytes {
+            0 => bail!("total_max_bytes is 0 (no limit): give the limit with --max-bytes"),
+            max => max,
+        },
     };
+    if !root.exists() {
+        writeln!(out, "nothing to prune: {} does not exist", root.display())?;
+        return Ok(Outcome::Success);
+    }
     if dry_run {
         let mut caches =
             prune::caches(&root).with_context(|| format!("reading {}", root.display()))?;
@@ -188,11 +195,13 @@ pub fn prune(out: &mut dyn Write, max_bytes: Option<&str>, dry_run: bool) -> Res
             let days = std::time::SystemTime::now()
                 .duration_since(c.last_used)
                 .map_or(0, |d| d.as_secs() / 86_400);
-            let verdict = if total > max {
-                total -= c.bytes;
-                "would remove (unless in use)"
-            } else {
+            let verdict = if total <= max {
                 "keep"
+            } else if prune::in_use(&c.dir) {
+                "in use"
+            } else {
+                total -= c.bytes;
+                "would remove"
             };
             writeln!(
                 out,
@@ -203,13 +212,22 @@ pub fn prune(out: &mut dyn Write, max_bytes: Option<&str>, dry_run: bool) -> Res
         }
         return Ok(Outcome::Success);
     }
-    let pruned =
-        prune::prune(&root, max, None).with_context(|| format!("pruning {}", root.display()))?;
+    let Some(lock) =
+        prune::lock_root(&root).with_context(|| format!("locking {}", root.display()))?
+    else {
+        bail!("another prune of {} is running", root.display());
+    };
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let pruned = prune::prune(&lock, max, None, &stop)
+        .with_context(|| format!("pruning {}", root.display()))?;
     for c in &pruned.removed {
         writeln!(out, "removed\t{} bytes\t{}", c.bytes, c.dir.display())?;
     }
     for dir in &pruned.in_use {
         writeln!(out, "in use\t{}", dir.display())?;
+    }
+    for dir in &pruned.failed {
+        writeln!(out, "failed\t{}", dir.display())?;
     }
     writeln!(
         out,

@@ -188,26 +188,69 @@ fn prune_removes_the_least_recently_used_caches() {
         .bytes;
     let limit = new_bytes.to_string();
 
-    let out = text(&gpucache(
-        &["dropin", "prune", "--dry-run", "--max-bytes", &limit],
-        &env,
-    ));
+    let dry = || {
+        text(&gpucache(
+            &["dropin", "prune", "--dry-run", "--max-bytes", &limit],
+            &env,
+        ))
+    };
+    let out = dry();
     let lines: Vec<&str> = out.lines().collect();
     assert!(lines[0].starts_with("2 caches"), "{out}");
     assert!(lines[1].starts_with("would remove") && lines[1].contains("used 40 days ago"));
     assert!(lines[2].starts_with("keep") && lines[2].ends_with(ids[1].to_str().unwrap()));
     assert!(ids[0].exists(), "a dry run removes nothing");
 
+    // Held by a process (this one, as a running application holds its cache).
+    let held = EGL_gpucache::prune::hold(&ids[0]).expect("held");
+    // Holding marks a use; an application running for 40 days would not have since.
+    let inuse = ids[0].with_file_name(format!(
+        "{}.inuse",
+        ids[0].file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::File::open(&inuse)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(40 * 86_400))
+        .unwrap();
+    // The dry run says what the prune would do: pass the held cache over, and so remove
+    // the newer one to meet the limit.
+    let out = dry();
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[1].starts_with("in use") && lines[1].ends_with(ids[0].to_str().unwrap()));
+    assert!(lines[2].starts_with("would remove"), "{out}");
+    drop(held);
+
     let out = text(&gpucache(&["dropin", "prune", "--max-bytes", &limit], &env));
     assert!(out.contains("removed\t"), "{out}");
     assert!(out.ends_with(&format!(
         "1 removed, {new_bytes} bytes left, limit {new_bytes}\n"
     )));
-    assert!(!ids[0].exists() && !root.join("old_app-0123456789abcdef").exists());
-    assert!(ids[1].exists());
+    assert!(!ids[0].exists() && ids[1].exists());
+    // Its namespace stays, empty, until it has been so for a day.
+    let old_ns = root.join("old_app-0123456789abcdef");
+    let left: Vec<_> = std::fs::read_dir(&old_ns).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
 
     // `stats` reads the root as before (the prune's marker and lock files are not caches).
     let out = gpucache(&["dropin", "stats", "--json"], &env);
     let v: Value = serde_json::from_str(&text(&out)).unwrap();
     assert_eq!(v["namespaces"].as_array().unwrap().len(), 1);
+
+    // No limit configured (0) and none given: refused, nothing removed.
+    let out = Command::new(env!("CARGO_BIN_EXE_gpucache"))
+        .args(["dropin", "prune"])
+        .env("GPUCACHE_DROPIN_DIR", &root)
+        .env("GPUCACHE_DROPIN_TOTAL_MAX_BYTES", "0")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--max-bytes"));
+    assert!(ids[1].exists());
+    // A root that does not exist yet: nothing to do.
+    let missing = tmp.path().join("none");
+    let out = text(&gpucache(
+        &["dropin", "prune"],
+        &[("GPUCACHE_DROPIN_DIR", missing.as_path())],
+    ));
+    assert!(out.starts_with("nothing to prune"), "{out}");
 }

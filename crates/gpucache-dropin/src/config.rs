@@ -130,6 +130,16 @@ impl Settings {
             }
         }
         for (n, key, value) in app_pairs {
+            if key == "total_max_bytes" {
+                // One limit for the whole root: whichever application prunes would set it
+                // for every other.
+                warnings.push(format!(
+                    "line {}: total_max_bytes applies to the whole root: set it outside \
+                     [app.*] sections",
+                    n + 1
+                ));
+                continue;
+            }
             if let Err(e) = self.set(&key, &value) {
                 warnings.push(format!("line {}: {e}", n + 1));
             }
@@ -367,6 +377,20 @@ mod tests {
         assert!(e.apply_env(&env).is_empty());
         assert!(!e.enabled);
         assert_eq!(e.max_bytes, 12 << 10);
+    }
+
+    #[test]
+    fn the_root_limit_is_one_for_every_application() {
+        let text = "total_max_bytes = 2G\n[app.a]\ntotal_max_bytes = 1K\n";
+        let mut s = Settings::default();
+        let w = s.apply_file(text, "a");
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("whole root"), "{w:?}");
+        assert_eq!(s.total_max_bytes, 2 << 30);
+        assert_eq!(Settings::default().total_max_bytes, 1 << 30);
+        let env = env_of(&[("GPUCACHE_DROPIN_TOTAL_MAX_BYTES", "0")]);
+        assert!(s.apply_env(&env).is_empty());
+        assert_eq!(s.total_max_bytes, 0);
     }
 
     #[test]

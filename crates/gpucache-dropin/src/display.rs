@@ -8,7 +8,7 @@
 //! trampolines call the application's functions instead of gpucache's.
 
 use std::ffi::c_void;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -353,6 +353,15 @@ fn configure(p: &Process, identity: &[u8], mesa: bool) -> Result<PathBuf, String
         .ok_or("no cache directory (set GPUCACHE_DROPIN_DIR, XDG_CACHE_HOME or HOME)")?;
     let identity = identity.to_vec();
     let max = s.max_bytes;
+    // The identity's directory in the namespace.
+    let cache_dir = gpucache::Cache::builder()
+        .directory(&dir)
+        .identity(identity.clone())
+        .driver_versioned(true)
+        .resolved_directory()
+        .unwrap_or_else(|| dir.clone());
+    // In use before it opens, so that no prune removes it meanwhile (`crate::prune`).
+    crate::upkeep::hold(&cache_dir);
     // The fleet tier (`docs/fleet.md`) when GPUCACHE_FLEET_URL names one; a fleet that cannot
     // be set up (no key file, a bad URL) is left out: the local cache still serves.
     let fleet = match gpucache_fleet::FleetBuilder::from_env(
@@ -361,13 +370,7 @@ fn configure(p: &Process, identity: &[u8], mesa: bool) -> Result<PathBuf, String
         Ok(Some(b)) => {
             // Its counters beside the cache's files (the identity's subdirectory), where
             // `gpucache stats` finds them.
-            let stats_dir = gpucache::Cache::builder()
-                .directory(&dir)
-                .identity(identity.clone())
-                .driver_versioned(true)
-                .resolved_directory()
-                .unwrap_or_else(|| dir.clone());
-            match b.stats_directory(stats_dir).build() {
+            match b.stats_directory(cache_dir.clone()).build() {
                 Ok(tier) => Some(tier),
                 Err(e) => {
                     log(p, &format!("fleet tier left out: {e}"));
@@ -416,47 +419,12 @@ fn configure(p: &Process, identity: &[u8], mesa: bool) -> Result<PathBuf, String
         .and_then(|c| c.cache().directory().map(|d| d.to_path_buf()))
         .unwrap_or(dir);
     at_exit_and_fork();
-    keep_root_bounded(p, &resolved);
+    if !crate::upkeep::hold(&resolved) {
+        log(p, "the cache is not marked in use: a prune may remove it");
+    }
+    crate::upkeep::prune_if_due(p, &resolved);
     Ok(resolved)
 }
-
-/// Marks the cache in use for the life of the process, and once a day (the first process to
-/// start after a day) prunes the root's least recently used caches down to
-/// `total_max_bytes` on a thread of its own (`crate::prune`).
-fn keep_root_bounded(p: &Process, cache_dir: &Path) {
-    static IN_USE: OnceLock<Option<crate::prune::InUse>> = OnceLock::new();
-    IN_USE.get_or_init(|| crate::prune::hold(cache_dir));
-    let (Some(root), max) = (p.settings.root.clone(), p.settings.total_max_bytes) else {
-        return;
-    };
-    if max == 0 || !crate::prune::due(&root, std::time::SystemTime::now()) {
-        return;
-    }
-    let keep = cache_dir.to_path_buf();
-    let spawned = std::thread::Builder::new()
-        .name("gpucache-prune".into())
-        .spawn(move || {
-            let p = process();
-            match crate::prune::prune(&root, max, Some(&keep)) {
-                Ok(pruned) => {
-                    for c in &pruned.removed {
-                        log(
-                            p,
-                            &format!("pruned {} ({} bytes)", c.dir.display(), c.bytes),
-                        );
-                    }
-                }
-                Err(e) => log(p, &format!("pruning {}: {e}", root.display())),
-            }
-        });
-    if let Ok(handle) = spawned {
-        *PRUNING.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
-    }
-}
-
-/// The prune thread, joined by the exit handler (a prune takes milliseconds; one cut short
-/// by the exit would leave its renamed directory to the next).
-static PRUNING: Mutex<Option<std::thread::JoinHandle<()>>> = Mutex::new(None);
 
 /// Registers, once, the exit handler that persists the cache and the fork handler that
 /// makes a child's callbacks inert.
@@ -468,10 +436,7 @@ fn at_exit_and_fork() {
             // survive the fork: only the process that configured it persists it.
             if !FORKED.load(Ordering::Relaxed) {
                 let _ = std::panic::catch_unwind(|| {
-                    let pruning = PRUNING.lock().unwrap_or_else(|e| e.into_inner()).take();
-                    if let Some(thread) = pruning {
-                        let _ = thread.join();
-                    }
+                    crate::upkeep::at_exit();
                     let p = process();
                     if p.settings.log {
                         if let Some(s) = gpucache::egl::stats() {
@@ -490,10 +455,11 @@ fn at_exit_and_fork() {
         }
         extern "C" fn in_child() {
             FORKED.store(true, Ordering::Relaxed);
+            crate::upkeep::in_child();
         }
         // SAFETY: both handlers are plain functions of this library, which is never
-        // unloaded (lib.rs pins it), and only store to an atomic or call a guarded Rust
-        // function.
+        // unloaded (lib.rs pins it), and only store to atomics, close descriptors or call a
+        // guarded Rust function.
         unsafe {
             libc::atexit(at_exit);
             libc::pthread_atfork(None, None, Some(in_child));

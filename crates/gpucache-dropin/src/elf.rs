@@ -45,7 +45,7 @@ pub fn build_id(path: &Path) -> Option<Vec<u8>> {
 }
 
 /// The build id in a PT_NOTE segment's bytes.
-fn find_build_id(mut notes: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn find_build_id(mut notes: &[u8]) -> Option<Vec<u8>> {
     let word = |b: &[u8], at: usize| -> Option<u32> {
         Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
     };

@@ -3,8 +3,8 @@
 //!
 //! It is read inside the application's first `eglCreateContext`, so it must be cheap: the
 //! display's strings, the driver's name, and the build ids of the libraries that hold the
-//! compiler (read from their files' ELF notes), not `eglGetDisplayDriverConfig`, whose XML
-//! took 0.18 ms to build (see `docs/dropin.md`, "Namespaces and identity").
+//! compiler (read from their loaded images' ELF notes), not `eglGetDisplayDriverConfig`,
+//! whose XML took 0.18 ms to build (see `docs/dropin.md`, "Namespaces and identity").
 
 use std::ffi::{c_int, c_void, CStr};
 use std::os::unix::ffi::OsStrExt;
@@ -96,51 +96,108 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 /// The build ids of the Mesa driver libraries loaded in this process, in the order of
 /// their paths: Mesa 24.2 and later build every Gallium driver into `libgallium-<version>.so`,
 /// earlier releases into `<driver>_dri.so`. The driver is loaded by `eglInitialize`, before
-/// any context.
+/// any context. Read from the loaded images (their `PT_NOTE` segments), not the files: the
+/// build that runs, with no I/O.
 fn driver_build_ids() -> Vec<Vec<u8>> {
-    let mut paths = loaded_objects()
+    let mut drivers = loaded_objects()
         .into_iter()
-        .filter(|p| p.file_name().is_some_and(is_driver_library))
+        .filter_map(|o| Some((o.path, o.build_id?)))
         .collect::<Vec<_>>();
-    paths.sort();
-    paths.dedup();
-    paths
-        .iter()
-        .filter_map(|p| crate::elf::build_id(p))
-        .collect()
+    drivers.sort();
+    drivers.dedup();
+    drivers.into_iter().map(|(_, id)| id).collect()
 }
 
 /// Whether a file name is a Mesa driver library's.
-fn is_driver_library(name: &std::ffi::OsStr) -> bool {
-    let name = name.as_bytes();
+fn is_driver_library(name: &[u8]) -> bool {
     name.starts_with(b"libgallium") || name.windows(7).any(|w| w == b"_dri.so")
 }
 
-/// The paths of the shared objects loaded in this process (`dl_iterate_phdr`).
-fn loaded_objects() -> Vec<PathBuf> {
-    /// Collects each object's non-empty name into the `Vec<PathBuf>` behind `data`.
+/// A shared object loaded in this process.
+struct Loaded {
+    path: PathBuf,
+    /// Its build id, read for Mesa driver libraries only.
+    build_id: Option<Vec<u8>>,
+}
+
+#[cfg(target_pointer_width = "64")]
+type Phdr = libc::Elf64_Phdr;
+#[cfg(target_pointer_width = "32")]
+type Phdr = libc::Elf32_Phdr;
+
+const PT_LOAD: u32 = 1;
+const PT_NOTE: u32 = 4;
+
+/// The shared objects loaded in this process (`dl_iterate_phdr`).
+fn loaded_objects() -> Vec<Loaded> {
+    /// Collects each object with a name into the `Vec<Loaded>` behind `data`.
     ///
     /// # Safety
     ///
-    /// `info` is a valid `dl_phdr_info` and `data` points to a `Vec<PathBuf>` that nothing
+    /// `info` is a valid `dl_phdr_info` and `data` points to a `Vec<Loaded>` that nothing
     /// else uses during the call (`dl_iterate_phdr`'s contract with the caller below).
     unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> c_int {
         // SAFETY: the function's contract.
-        let (info, paths) = unsafe { (&*info, &mut *data.cast::<Vec<PathBuf>>()) };
-        if !info.dlpi_name.is_null() {
-            // SAFETY: a non-NULL name is a NUL-terminated string owned by the loader.
-            let name = unsafe { CStr::from_ptr(info.dlpi_name) };
-            if !name.is_empty() {
-                paths.push(PathBuf::from(std::ffi::OsStr::from_bytes(name.to_bytes())));
-            }
+        let (info, found) = unsafe { (&*info, &mut *data.cast::<Vec<Loaded>>()) };
+        if info.dlpi_name.is_null() {
+            return 0;
         }
+        // SAFETY: a non-NULL name is a NUL-terminated string owned by the loader.
+        let name = unsafe { CStr::from_ptr(info.dlpi_name) }.to_bytes();
+        if name.is_empty() {
+            return 0;
+        }
+        let path = PathBuf::from(std::ffi::OsStr::from_bytes(name));
+        let file_name = path.file_name().map(|n| n.as_bytes()).unwrap_or_default();
+        let build_id = if is_driver_library(file_name) && !info.dlpi_phdr.is_null() {
+            // SAFETY: the loader's program headers of this object, `dlpi_phnum` of them,
+            // valid during the callback.
+            let phdrs =
+                unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) };
+            // SAFETY: the headers of the object loaded at `dlpi_addr`.
+            unsafe { loaded_build_id(info.dlpi_addr as usize, phdrs) }
+        } else {
+            None
+        };
+        found.push(Loaded { path, build_id });
         0
     }
-    let mut paths: Vec<PathBuf> = Vec::new();
+    let mut found: Vec<Loaded> = Vec::new();
     // SAFETY: `each` matches the callback's type and only reads the entry it is given and
-    // appends to `paths`, which lives across the call and is used by nothing else meanwhile.
-    unsafe { libc::dl_iterate_phdr(Some(each), (&mut paths as *mut Vec<PathBuf>).cast()) };
-    paths
+    // appends to `found`, which lives across the call and is used by nothing else meanwhile.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&mut found as *mut Vec<Loaded>).cast()) };
+    found
+}
+
+/// The build id in the `PT_NOTE` segments of an object loaded at `base`, reading only notes
+/// that lie in the file-backed part of a loaded segment (mapped, so readable).
+///
+/// # Safety
+///
+/// `phdrs` are the program headers of an object that the loader mapped at `base` and keeps
+/// mapped during the call.
+unsafe fn loaded_build_id(base: usize, phdrs: &[Phdr]) -> Option<Vec<u8>> {
+    let mapped = |at: usize, len: usize| {
+        phdrs.iter().any(|l| {
+            let (start, size) = (l.p_vaddr as usize, l.p_filesz as usize);
+            l.p_type == PT_LOAD
+                && at >= start
+                && at.saturating_add(len) <= start.saturating_add(size)
+        })
+    };
+    for note in phdrs.iter().filter(|p| p.p_type == PT_NOTE) {
+        let (at, len) = (note.p_vaddr as usize, note.p_filesz as usize);
+        if len == 0 || len > 1 << 16 || !mapped(at, len) {
+            continue;
+        }
+        // SAFETY: the range lies in a loaded segment's file-backed part, which the loader
+        // mapped readable at `base` (the caller's contract).
+        let bytes = unsafe { std::slice::from_raw_parts((base + at) as *const u8, len) };
+        if let Some(id) = crate::elf::find_build_id(bytes) {
+            return Some(id);
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -155,26 +212,62 @@ mod tests {
             "swrast_dri.so",
             "radeonsi_dri.so",
         ] {
-            assert!(is_driver_library(name.as_ref()), "{name}");
+            assert!(is_driver_library(name.as_bytes()), "{name}");
         }
         for name in [
             "libEGL_mesa.so.0",
             "libc.so.6",
-            "libdril_drm.so",
             "libgbm.so.1",
+            "va_drv_video.so",
         ] {
-            assert!(!is_driver_library(name.as_ref()), "{name}");
+            assert!(!is_driver_library(name.as_bytes()), "{name}");
         }
     }
 
     #[test]
-    fn the_loaded_objects_include_the_c_library() {
+    fn a_loaded_objects_build_id_is_read_from_memory_as_from_its_file() {
         let objects = loaded_objects();
-        assert!(
-            objects.iter().any(|p| p
+        let libc = objects
+            .iter()
+            .find(|o| {
+                o.path
+                    .file_name()
+                    .is_some_and(|n| n.as_bytes().starts_with(b"libc."))
+            })
+            .expect("the C library is loaded");
+        // Read the way driver libraries are, from the loaded image.
+        let mut found = None;
+        unsafe extern "C" fn each(
+            info: *mut libc::dl_phdr_info,
+            _: usize,
+            data: *mut c_void,
+        ) -> c_int {
+            // SAFETY: as in `loaded_objects`.
+            let (info, found) = unsafe { (&*info, &mut *data.cast::<Option<Vec<u8>>>()) };
+            let name = if info.dlpi_name.is_null() {
+                Vec::new()
+            } else {
+                // SAFETY: a non-NULL name is a NUL-terminated string owned by the loader.
+                unsafe { CStr::from_ptr(info.dlpi_name) }
+                    .to_bytes()
+                    .to_vec()
+            };
+            let is_libc = std::path::Path::new(std::ffi::OsStr::from_bytes(&name))
                 .file_name()
-                .is_some_and(|n| n.as_bytes().starts_with(b"libc."))),
-            "{objects:?}"
-        );
+                .is_some_and(|n| n.as_bytes().starts_with(b"libc."));
+            if is_libc {
+                // SAFETY: as in `loaded_objects`.
+                let phdrs = unsafe {
+                    std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum))
+                };
+                // SAFETY: the headers of the object loaded at `dlpi_addr`.
+                *found = unsafe { loaded_build_id(info.dlpi_addr as usize, phdrs) };
+            }
+            0
+        }
+        // SAFETY: `each` appends nothing and only writes `found`, alive across the call.
+        unsafe { libc::dl_iterate_phdr(Some(each), (&mut found as *mut Option<Vec<u8>>).cast()) };
+        let from_memory = found.expect("Debian's libc has a build id");
+        assert_eq!(Some(from_memory), crate::elf::build_id(&libc.path));
     }
 }

@@ -25,6 +25,7 @@ pub mod egl;
 pub mod elf;
 mod identity;
 pub mod prune;
+mod upkeep;
 pub mod vendor;
 
 use std::ffi::{c_char, c_void, CStr};

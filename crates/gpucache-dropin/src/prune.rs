@@ -3,32 +3,47 @@
 //! application a new namespace, and the old ones are never opened again. Without pruning the
 //! root would grow by a cache per driver update and per application update.
 //!
-//! A prune removes whole identity directories (`<root>/<namespace>/id-<hash>`, or
-//! `<root>/id-<hash>` with the shared namespace), least recently used first, until the
-//! root's caches take no more than the limit. It never removes a cache that a process holds
-//! ([`hold`]: a shared `flock` on `<cache>.inuse`, taken by every process that opens the
-//! cache, for its life), nor the caller's own. A cache is renamed away
-//! (`.pruning-<name>-<pid>`) before its files are deleted, so that a process starting
-//! meanwhile finds no directory, or a whole one; a prune killed half-way leaves only such
-//! renamed directories, which the next prune deletes.
+//! A prune removes whole drop-in caches (identity directories whose meta file names a
+//! drop-in identity: `<root>/<namespace>/id-<hash>`, or `<root>/id-<hash>` with the shared
+//! namespace), least recently used first, until the root's caches take no more than the
+//! limit. Caches of other users of the same root (an application linking gpucache itself,
+//! D3D12 sessions) are neither counted nor touched.
+//!
+//! - **In use.** Every process that opens a cache holds a shared `flock` on `<cache>.inuse`
+//!   for its life ([`hold`]). A prune locks that file exclusively (non-blocking) before it
+//!   touches the cache, so it never removes one that a process holds, nor the caller's own.
+//! - **Whole or nothing.** Under that lock the cache is renamed into the root's trash
+//!   (`.gpucache-pruning~`, a name no namespace can have: namespaces never contain `~`) and
+//!   the `.inuse` file unlinked; only then are the files deleted. A process starting meanwhile
+//!   finds the whole cache, or none (and starts a new one); one that opened the old `.inuse`
+//!   file sees that it is no longer the file at that path and opens the new one. A prune cut
+//!   short leaves its directories in the trash, which the next prune empties.
+//! - **One at a time.** A prune holds an exclusive lock on the root's `.last-prune` file for
+//!   its whole run ([`lock_root`]); whether the daily prune is due is decided under it.
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 /// The suffix of the file beside each cache that its users hold a shared lock on.
 const IN_USE_SUFFIX: &str = ".inuse";
-/// Where a renamed cache waits for its deletion.
-const PRUNING_PREFIX: &str = ".pruning-";
-/// The file in the root whose modification time is the last automatic prune.
+/// Where removed caches wait for their files to be deleted.
+const TRASH: &str = ".gpucache-pruning~";
+/// The root's prune lock; its modification time is the last automatic prune.
 const LAST_PRUNE: &str = ".last-prune";
 /// How often processes prune the root on their own.
 pub const PRUNE_INTERVAL: Duration = Duration::from_secs(24 * 60 * 60);
+/// What the identity of every drop-in cache starts with (`crate::identity`).
+const DROPIN_IDENTITY: &[u8] = b"gpucache-dropin ";
+/// Opens of a cache's `.inuse` file before [`hold`] gives up (a prune replaces the file
+/// within microseconds).
+const HOLD_ATTEMPTS: u32 = 3;
 
-/// One identity's cache under the root.
+/// One drop-in cache under the root.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CacheDir {
     /// The identity directory.
@@ -47,208 +62,295 @@ pub struct Pruned {
     pub removed: Vec<CacheDir>,
     /// The caches passed over because a process holds them.
     pub in_use: Vec<PathBuf>,
-    /// Bytes allocated by the caches left.
+    /// Caches that could not be removed, or whose files are left in the trash.
+    pub failed: Vec<PathBuf>,
+    /// Bytes allocated by the caches left and the trash.
     pub bytes_left: u64,
 }
 
-/// A cache held in use by this process: no prune removes it while this lives.
+/// A cache held in use by this process: no prune removes it while the lock is held.
 #[derive(Debug)]
-pub struct InUse {
-    _lock: File,
+pub struct InUse(File);
+
+impl InUse {
+    /// The locked descriptor (a forked child closes its copy, `crate::display`).
+    pub fn into_file(self) -> File {
+        self.0
+    }
 }
 
-/// Marks the cache `dir` in use for as long as the returned value lives (a shared lock on
-/// `<dir>.inuse`, whose modification time also records the use). `None` if the file cannot
-/// be made or a prune is removing the cache right now (the caller goes on without the
-/// mark).
+/// Marks the cache `dir` in use for as long as the returned value lives: a shared lock on
+/// `<dir>.inuse`, whose modification time also records the use. `None` when the namespace
+/// is not a directory of this user's, or the file cannot be made or locked.
 pub fn hold(dir: &Path) -> Option<InUse> {
-    let file = open_in_use_file(dir).ok()?;
-    if !flock(&file, libc::LOCK_SH | libc::LOCK_NB) {
+    let path = in_use_path(dir);
+    if !dir.parent().is_some_and(is_own_dir) {
         return None;
     }
-    // A prune unlinks the file once it removed the cache: a lock on an unlinked file
-    // protects nothing.
-    if file.metadata().ok()?.nlink() == 0 {
-        return None;
-    }
-    let _ = file.set_modified(SystemTime::now());
-    Some(InUse { _lock: file })
-}
-
-/// Whether an automatic prune of `root` is due (none in the last [`PRUNE_INTERVAL`]); if
-/// so, records that one starts now, so that other processes starting meanwhile do not
-/// prune too.
-pub fn due(root: &Path, now: SystemTime) -> bool {
-    let marker = root.join(LAST_PRUNE);
-    let last = fs::symlink_metadata(&marker).and_then(|m| m.modified());
-    if let Ok(last) = last {
-        if now
-            .duration_since(last)
-            .is_ok_and(|age| age < PRUNE_INTERVAL)
-        {
-            return false;
+    for attempt in 0..HOLD_ATTEMPTS {
+        if attempt > 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let Ok(file) = open_in_use_file(&path, true) else {
+            return None;
+        };
+        // Refused: a prune is removing the cache and replaces the file at once. Granted on
+        // a file a prune has unlinked since: that lock protects nothing.
+        if flock(&file, libc::LOCK_SH | libc::LOCK_NB) && is_file_at(&file, &path) {
+            let _ = file.set_modified(SystemTime::now());
+            return Some(InUse(file));
         }
     }
-    let file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&marker);
-    file.and_then(|f| f.set_modified(now)).is_ok()
+    None
 }
 
-/// The identity caches under `root`: `root/id-*` and `root/*/id-*`, with their use times
-/// and sizes. Links and directories that vanish while they are read are left out.
+/// The root locked for one prune at a time.
+#[derive(Debug)]
+pub struct RootLock {
+    root: PathBuf,
+    marker: File,
+    /// The marker was made now: no prune ever ran.
+    created: bool,
+}
+
+impl RootLock {
+    /// Whether the daily prune is due (none in the last [`PRUNE_INTERVAL`]); if so, records
+    /// that it runs now.
+    pub fn due(&self, now: SystemTime) -> bool {
+        let last = self.marker.metadata().and_then(|m| m.modified());
+        let recent = !self.created
+            && last.is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age < PRUNE_INTERVAL));
+        !recent && self.marker.set_modified(now).is_ok()
+    }
+
+    /// The root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The locked marker's descriptor (a forked child closes its copy).
+    pub fn raw_fd(&self) -> i32 {
+        self.marker.as_raw_fd()
+    }
+}
+
+/// Locks `root` for a prune: `Ok(None)` while another prune runs. Refuses a root that is
+/// not a directory of this user's that only this user can write to (a prune renames and
+/// deletes in it).
+pub fn lock_root(root: &Path) -> io::Result<Option<RootLock>> {
+    let m = fs::symlink_metadata(root)?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if !m.is_dir() || m.uid() != me || m.mode() & 0o022 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is not a directory of this user's that only this user can write to",
+                root.display()
+            ),
+        ));
+    }
+    let path = root.join(LAST_PRUNE);
+    let mut options = OpenOptions::new();
+    options
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    let (marker, created) = match options.clone().create_new(true).open(&path) {
+        Ok(f) => (f, true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => (options.open(&path)?, false),
+        Err(e) => return Err(e),
+    };
+    if !flock(&marker, libc::LOCK_EX | libc::LOCK_NB) {
+        return Ok(None);
+    }
+    Ok(Some(RootLock {
+        root: root.to_path_buf(),
+        marker,
+        created,
+    }))
+}
+
+/// The drop-in caches under `root`: `root/id-*` and `root/*/id-*` whose meta file names a
+/// drop-in identity, with their use times and sizes. Links are not followed; directories
+/// that vanish while they are read are left out.
 pub fn caches(root: &Path) -> io::Result<Vec<CacheDir>> {
-    let identity_dirs = |dir: &Path| {
+    let dropin_caches = |dir: &Path| -> Vec<CacheDir> {
         gpucache::inspect::identity_dirs(dir)
             .unwrap_or_default()
-            .into_iter()
-            .filter(|d| fs::symlink_metadata(d).is_ok_and(|m| m.is_dir()))
+            .iter()
+            .filter(|d| is_dropin_cache(d))
+            .filter_map(|d| cache_dir(d))
+            .collect()
     };
-    let mut found: Vec<CacheDir> = identity_dirs(root).filter_map(|d| cache_dir(&d)).collect();
+    let mut found = dropin_caches(root);
     for entry in fs::read_dir(root)? {
         let path = entry?.path();
-        let hidden = path
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with('.'));
-        let namespace = fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir())
-            && !hidden
-            && !found.iter().any(|c| c.dir == path);
+        let namespace = path.file_name().is_some_and(|n| n != TRASH)
+            && fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir())
+            && !path.join("meta").exists();
         if namespace {
-            found.extend(identity_dirs(&path).filter_map(|d| cache_dir(&d)));
+            found.extend(dropin_caches(&path));
         }
     }
     Ok(found)
 }
 
-/// Removes caches under `root`, least recently used first, until the rest allocate no more
-/// than `max_bytes`; never `keep`, nor a cache a process holds. Also deletes what an
-/// interrupted prune left.
-pub fn prune(root: &Path, max_bytes: u64, keep: Option<&Path>) -> io::Result<Pruned> {
-    delete_leftovers(root);
+/// Whether a process holds the cache `dir` (`gpucache dropin prune --dry-run`).
+pub fn in_use(dir: &Path) -> bool {
+    open_in_use_file(&in_use_path(dir), false)
+        .is_ok_and(|f| !flock(&f, libc::LOCK_EX | libc::LOCK_NB))
+}
+
+/// Removes caches under the locked root, least recently used first, until the rest and the
+/// trash allocate no more than `max_bytes`; never `keep`, nor a cache a process holds.
+/// Empties the trash first, and removes namespaces left empty for a day. Stops early when
+/// `stop` is set (the caller is exiting).
+pub fn prune(
+    lock: &RootLock,
+    max_bytes: u64,
+    keep: Option<&Path>,
+    stop: &AtomicBool,
+) -> io::Result<Pruned> {
+    let root = lock.root();
+    let trash = root.join(TRASH);
     let mut all = caches(root)?;
     all.sort_by_key(|c| c.last_used);
+    let _ = fs::remove_dir_all(&trash);
     let mut pruned = Pruned {
-        bytes_left: all.iter().map(|c| c.bytes).sum(),
+        bytes_left: all.iter().map(|c| c.bytes).sum::<u64>() + tree_bytes(&trash).0,
         ..Pruned::default()
     };
-    for cache in all {
-        if pruned.bytes_left <= max_bytes {
+    for (n, cache) in all.into_iter().enumerate() {
+        if pruned.bytes_left <= max_bytes || stop.load(Ordering::Relaxed) {
             break;
         }
         if keep.is_some_and(|k| k == cache.dir) {
             continue;
         }
-        match remove(&cache.dir, root) {
+        match remove(&cache.dir, &trash, n) {
             Removal::Removed => {
                 pruned.bytes_left -= cache.bytes;
                 pruned.removed.push(cache);
             }
+            Removal::Vanished => pruned.bytes_left -= cache.bytes,
             Removal::InUse => pruned.in_use.push(cache.dir),
-            Removal::Failed => {}
+            Removal::Failed => pruned.failed.push(cache.dir),
         }
     }
+    remove_stale_namespaces(root, SystemTime::now());
     Ok(pruned)
 }
 
 enum Removal {
     Removed,
+    /// Gone before the prune reached it.
+    Vanished,
     InUse,
+    /// Not removed, or its files left in the trash.
     Failed,
 }
 
 /// Removes the cache `dir` unless a process holds it: locks its `.inuse` file exclusively,
-/// renames the directory away, deletes it, and unlinks the `.inuse` file last, still
-/// locked; then removes its namespace (not `root`) if nothing is left in it.
-fn remove(dir: &Path, root: &Path) -> Removal {
-    let Ok(lock) = open_in_use_file(dir) else {
+/// renames the directory into `trash` and unlinks the `.inuse` file while still locked, then
+/// deletes the files.
+fn remove(dir: &Path, trash: &Path, n: usize) -> Removal {
+    if fs::symlink_metadata(dir).is_err() {
+        return Removal::Vanished;
+    }
+    let path = in_use_path(dir);
+    let Ok(lock) = open_in_use_file(&path, true) else {
         return Removal::Failed;
     };
     if !flock(&lock, libc::LOCK_EX | libc::LOCK_NB) {
         return Removal::InUse;
     }
-    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
+    if !is_file_at(&lock, &path) {
         return Removal::Failed;
-    };
-    let away = parent.join(format!(
-        "{PRUNING_PREFIX}{}-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
+    }
+    let mut builder = fs::DirBuilder::new();
+    builder.mode(0o700);
+    if let Err(e) = builder.create(trash) {
+        if e.kind() != io::ErrorKind::AlreadyExists {
+            return Removal::Failed;
+        }
+    }
+    let away = trash.join(format!("{}-{n}", std::process::id()));
     if fs::rename(dir, &away).is_err() {
         return Removal::Failed;
     }
-    let _ = fs::remove_dir_all(&away);
-    let _ = fs::remove_file(in_use_path(dir));
+    let _ = fs::remove_file(&path);
     drop(lock);
-    // Fails, and leaves it, unless the namespace is empty.
-    if parent != root {
-        let _ = fs::remove_dir(parent);
+    match fs::remove_dir_all(&away) {
+        Ok(()) => Removal::Removed,
+        Err(_) => Removal::Failed,
     }
-    Removal::Removed
 }
 
-/// Deletes the directories that interrupted prunes renamed away, under the root and its
-/// namespaces.
-fn delete_leftovers(root: &Path) {
-    let leftovers = |dir: &Path| -> Vec<PathBuf> {
-        fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with(PRUNING_PREFIX))
-                    && fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())
-            })
-            .collect()
-    };
-    let mut dirs = vec![root.to_path_buf()];
-    dirs.extend(
-        fs::read_dir(root)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())),
-    );
-    for dir in dirs {
-        for leftover in leftovers(&dir) {
-            let _ = fs::remove_dir_all(leftover);
+/// Removes the namespaces under `root` that hold nothing and were last changed a
+/// [`PRUNE_INTERVAL`] ago (so that none is removed between an application's creating it and
+/// its cache).
+fn remove_stale_namespaces(root: &Path, now: SystemTime) {
+    for entry in fs::read_dir(root).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let Ok(m) = fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let stale = m
+            .modified()
+            .is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age >= PRUNE_INTERVAL));
+        let empty = fs::read_dir(&path).is_ok_and(|mut d| d.next().is_none());
+        if m.is_dir() && stale && empty {
+            let _ = fs::remove_dir(&path);
         }
     }
 }
 
+/// Whether `dir` is a directory (not a link) whose meta file names a drop-in identity.
+fn is_dropin_cache(dir: &Path) -> bool {
+    fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir())
+        && gpucache::inspect::read_meta(dir).is_ok_and(|id| id.bytes().starts_with(DROPIN_IDENTITY))
+}
+
 fn cache_dir(dir: &Path) -> Option<CacheDir> {
-    let meta = fs::symlink_metadata(dir).ok()?;
-    let mut last_used = meta.modified().ok()?;
+    let mut last_used = fs::symlink_metadata(dir).ok()?.modified().ok()?;
     if let Ok(m) = fs::symlink_metadata(in_use_path(dir)) {
         last_used = last_used.max(m.modified().unwrap_or(last_used));
     }
-    let mut bytes = 0;
+    let (bytes, newest) = tree_bytes(dir);
+    Some(CacheDir {
+        dir: dir.to_path_buf(),
+        last_used: last_used.max(newest),
+        bytes,
+    })
+}
+
+/// The bytes allocated under `dir` (links not followed) and the newest modification time
+/// of its entries.
+fn tree_bytes(dir: &Path) -> (u64, SystemTime) {
+    let (mut bytes, mut newest) = (0, SystemTime::UNIX_EPOCH);
     let mut pending = vec![dir.to_path_buf()];
     while let Some(d) = pending.pop() {
         for entry in fs::read_dir(&d).into_iter().flatten().flatten() {
             let Ok(m) = entry.metadata() else { continue };
             bytes += m.blocks() * 512;
             if let Ok(t) = m.modified() {
-                last_used = last_used.max(t);
+                newest = newest.max(t);
             }
             if m.is_dir() {
                 pending.push(entry.path());
             }
         }
     }
-    Some(CacheDir {
-        dir: dir.to_path_buf(),
-        last_used,
-        bytes,
-    })
+    (bytes, newest)
+}
+
+/// Whether `dir` is a directory (not a link) of this user's.
+fn is_own_dir(dir: &Path) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == me)
 }
 
 fn in_use_path(dir: &Path) -> PathBuf {
@@ -257,15 +359,24 @@ fn in_use_path(dir: &Path) -> PathBuf {
     dir.with_file_name(name)
 }
 
-fn open_in_use_file(dir: &Path) -> io::Result<File> {
+fn open_in_use_file(path: &Path, create: bool) -> io::Result<File> {
     OpenOptions::new()
         .read(true)
         .write(true)
-        .create(true)
+        .create(create)
         .truncate(false)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(in_use_path(dir))
+        .open(path)
+}
+
+/// Whether `file` is (still) the file at `path`: not unlinked or replaced since it was
+/// opened.
+fn is_file_at(file: &File, path: &Path) -> bool {
+    match (file.metadata(), fs::symlink_metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
 }
 
 /// `flock(file, op)`; whether it was granted.
