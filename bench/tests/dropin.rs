@@ -728,7 +728,7 @@ fn the_root_is_pruned_to_its_limit_sparing_caches_in_use() {
     let (_, id) = namespace_of(&own[0]);
     assert!(id.join("meta").exists());
     for file in [
-        root.join(".last-prune"),
+        root.join(".last-prune~"),
         id.with_file_name(format!(
             "{}.inuse",
             id.file_name().unwrap().to_string_lossy()
@@ -750,7 +750,7 @@ fn the_root_is_pruned_to_its_limit_sparing_caches_in_use() {
     assert!(!second.stderr.contains("pruned"), "{}", second.stderr);
     assert!(held.exists());
     // A day later it goes.
-    std::fs::File::open(root.join(".last-prune"))
+    std::fs::File::open(root.join(".last-prune~"))
         .unwrap()
         .set_modified(std::time::SystemTime::now() - Duration::from_secs(2 * 86_400))
         .unwrap();

@@ -186,10 +186,12 @@ pub fn prune(out: &mut dyn Write, max_bytes: Option<&str>, dry_run: bool) -> Res
         return Ok(Outcome::Success);
     }
     if dry_run {
+        prune::check_root(&root).with_context(|| format!("no pruning in {}", root.display()))?;
         let mut caches =
             prune::caches(&root).with_context(|| format!("reading {}", root.display()))?;
         caches.sort_by_key(|c| c.last_used);
-        let mut total: u64 = caches.iter().map(|c| c.bytes).sum();
+        let mut total: u64 =
+            caches.iter().map(|c| c.bytes).sum::<u64>() + prune::trash_bytes(&root);
         writeln!(out, "{} caches, {total} bytes, limit {max}", caches.len())?;
         for c in caches {
             let days = std::time::SystemTime::now()

@@ -8,7 +8,7 @@
 //! trampolines call the application's functions instead of gpucache's.
 
 use std::ffi::c_void;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -352,7 +352,6 @@ fn configure(p: &Process, identity: &[u8], mesa: bool) -> Result<PathBuf, String
         .app_dir(&p.exe_name, p.build_id.as_deref())
         .ok_or("no cache directory (set GPUCACHE_DROPIN_DIR, XDG_CACHE_HOME or HOME)")?;
     let identity = identity.to_vec();
-    let max = s.max_bytes;
     // The identity's directory in the namespace.
     let cache_dir = gpucache::Cache::builder()
         .directory(&dir)
@@ -360,8 +359,27 @@ fn configure(p: &Process, identity: &[u8], mesa: bool) -> Result<PathBuf, String
         .driver_versioned(true)
         .resolved_directory()
         .unwrap_or_else(|| dir.clone());
-    // In use before it opens, so that no prune removes it meanwhile (`crate::prune`).
+    // In use before it opens, so that no prune removes it meanwhile (`crate::prune`); the
+    // fork handler first, which closes a child's copy of the lock.
+    at_exit_and_fork();
     crate::upkeep::hold(&cache_dir);
+    let opened = open_cache(p, &dir, &cache_dir, identity, mesa);
+    if opened.is_err() {
+        crate::upkeep::release();
+    }
+    opened
+}
+
+/// The rest of [`configure`]: opens the blob cache in the namespace `dir` (its identity's
+/// directory `cache_dir`).
+fn open_cache(
+    p: &Process,
+    dir: &Path,
+    cache_dir: &Path,
+    identity: Vec<u8>,
+    mesa: bool,
+) -> Result<PathBuf, String> {
+    let max = p.settings.max_bytes;
     // The fleet tier (`docs/fleet.md`) when GPUCACHE_FLEET_URL names one; a fleet that cannot
     // be set up (no key file, a bad URL) is left out: the local cache still serves.
     let fleet = match gpucache_fleet::FleetBuilder::from_env(
@@ -370,7 +388,7 @@ fn configure(p: &Process, identity: &[u8], mesa: bool) -> Result<PathBuf, String
         Ok(Some(b)) => {
             // Its counters beside the cache's files (the identity's subdirectory), where
             // `gpucache stats` finds them.
-            match b.stats_directory(cache_dir.clone()).build() {
+            match b.stats_directory(cache_dir.to_path_buf()).build() {
                 Ok(tier) => Some(tier),
                 Err(e) => {
                     log(p, &format!("fleet tier left out: {e}"));
@@ -391,7 +409,7 @@ fn configure(p: &Process, identity: &[u8], mesa: bool) -> Result<PathBuf, String
                 None => c,
             };
             let c = c
-                .directory(&dir)
+                .directory(dir)
                 .identity(identity)
                 .driver_versioned(true)
                 .max_disk_bytes(max);
@@ -417,8 +435,7 @@ fn configure(p: &Process, identity: &[u8], mesa: bool) -> Result<PathBuf, String
     }
     let resolved = gpucache::egl::current()
         .and_then(|c| c.cache().directory().map(|d| d.to_path_buf()))
-        .unwrap_or(dir);
-    at_exit_and_fork();
+        .unwrap_or_else(|| dir.to_path_buf());
     if !crate::upkeep::hold(&resolved) {
         log(p, "the cache is not marked in use: a prune may remove it");
     }

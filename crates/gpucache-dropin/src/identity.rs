@@ -127,6 +127,7 @@ type Phdr = libc::Elf32_Phdr;
 
 const PT_LOAD: u32 = 1;
 const PT_NOTE: u32 = 4;
+const PF_R: u32 = 4;
 
 /// The shared objects loaded in this process (`dl_iterate_phdr`).
 fn loaded_objects() -> Vec<Loaded> {
@@ -170,7 +171,7 @@ fn loaded_objects() -> Vec<Loaded> {
 }
 
 /// The build id in the `PT_NOTE` segments of an object loaded at `base`, reading only notes
-/// that lie in the file-backed part of a loaded segment (mapped, so readable).
+/// that lie in the file-backed part of a readable loaded segment (mapped readable).
 ///
 /// # Safety
 ///
@@ -181,18 +182,22 @@ unsafe fn loaded_build_id(base: usize, phdrs: &[Phdr]) -> Option<Vec<u8>> {
         phdrs.iter().any(|l| {
             let (start, size) = (l.p_vaddr as usize, l.p_filesz as usize);
             l.p_type == PT_LOAD
+                && l.p_flags & PF_R != 0
                 && at >= start
                 && at.saturating_add(len) <= start.saturating_add(size)
         })
     };
     for note in phdrs.iter().filter(|p| p.p_type == PT_NOTE) {
         let (at, len) = (note.p_vaddr as usize, note.p_filesz as usize);
+        let Some(address) = base.checked_add(at) else {
+            continue;
+        };
         if len == 0 || len > 1 << 16 || !mapped(at, len) {
             continue;
         }
-        // SAFETY: the range lies in a loaded segment's file-backed part, which the loader
-        // mapped readable at `base` (the caller's contract).
-        let bytes = unsafe { std::slice::from_raw_parts((base + at) as *const u8, len) };
+        // SAFETY: the range lies in a readable loaded segment's file-backed part, which the
+        // loader mapped at `base` (the caller's contract).
+        let bytes = unsafe { std::slice::from_raw_parts(address as *const u8, len) };
         if let Some(id) = crate::elf::find_build_id(bytes) {
             return Some(id);
         }

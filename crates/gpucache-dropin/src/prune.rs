@@ -33,15 +33,19 @@ use std::time::{Duration, SystemTime};
 const IN_USE_SUFFIX: &str = ".inuse";
 /// Where removed caches wait for their files to be deleted.
 const TRASH: &str = ".gpucache-pruning~";
-/// The root's prune lock; its modification time is the last automatic prune.
-const LAST_PRUNE: &str = ".last-prune";
+/// The root's prune lock; its modification time is the last complete prune. Names with `~`
+/// cannot be a namespace's (namespace names never contain it).
+const LAST_PRUNE: &str = ".last-prune~";
+/// Left in a namespace whose last cache a prune removed; the namespace goes a day later if
+/// nothing else is in it by then.
+const EMPTIED: &str = ".emptied~";
 /// How often processes prune the root on their own.
 pub const PRUNE_INTERVAL: Duration = Duration::from_secs(24 * 60 * 60);
 /// What the identity of every drop-in cache starts with (`crate::identity`).
 const DROPIN_IDENTITY: &[u8] = b"gpucache-dropin ";
-/// Opens of a cache's `.inuse` file before [`hold`] gives up (a prune replaces the file
-/// within microseconds).
-const HOLD_ATTEMPTS: u32 = 3;
+/// The waits between [`hold`]'s attempts to lock a cache's `.inuse` file: a prune holds it
+/// only while it renames the cache away, then replaces it.
+const HOLD_BACKOFF_MS: [u64; 4] = [1, 4, 16, 64];
 
 /// One drop-in cache under the root.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,17 +84,21 @@ impl InUse {
 }
 
 /// Marks the cache `dir` in use for as long as the returned value lives: a shared lock on
-/// `<dir>.inuse`, whose modification time also records the use. `None` when the namespace
-/// is not a directory of this user's, or the file cannot be made or locked.
+/// `<dir>.inuse`, whose modification time also records the use. Makes the namespace (0700)
+/// when the root is there, so that a first run's cache is marked before it opens. `None`
+/// when the namespace is not a directory of this user's, or the file cannot be made or
+/// locked.
 pub fn hold(dir: &Path) -> Option<InUse> {
     let path = in_use_path(dir);
-    if !dir.parent().is_some_and(is_own_dir) {
+    let namespace = dir.parent()?;
+    if fs::symlink_metadata(namespace).is_err() && namespace.parent().is_some_and(is_own_dir) {
+        let _ = fs::DirBuilder::new().mode(0o700).create(namespace);
+    }
+    if !is_own_dir(namespace) {
         return None;
     }
-    for attempt in 0..HOLD_ATTEMPTS {
-        if attempt > 0 {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+    for wait in std::iter::once(0).chain(HOLD_BACKOFF_MS) {
+        std::thread::sleep(Duration::from_millis(wait));
         let Ok(file) = open_in_use_file(&path, true) else {
             return None;
         };
@@ -109,18 +117,18 @@ pub fn hold(dir: &Path) -> Option<InUse> {
 pub struct RootLock {
     root: PathBuf,
     marker: File,
-    /// The marker was made now: no prune ever ran.
-    created: bool,
 }
 
 impl RootLock {
-    /// Whether the daily prune is due (none in the last [`PRUNE_INTERVAL`]); if so, records
-    /// that it runs now.
+    /// Whether the daily prune is due: no complete prune in the last [`PRUNE_INTERVAL`]
+    /// ([`prune`] records one when it was not stopped).
     pub fn due(&self, now: SystemTime) -> bool {
         let last = self.marker.metadata().and_then(|m| m.modified());
-        let recent = !self.created
-            && last.is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age < PRUNE_INTERVAL));
-        !recent && self.marker.set_modified(now).is_ok()
+        !last.is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age < PRUNE_INTERVAL))
+    }
+
+    fn mark_done(&self, now: SystemTime) {
+        let _ = self.marker.set_modified(now);
     }
 
     /// The root.
@@ -138,18 +146,7 @@ impl RootLock {
 /// not a directory of this user's that only this user can write to (a prune renames and
 /// deletes in it).
 pub fn lock_root(root: &Path) -> io::Result<Option<RootLock>> {
-    let m = fs::symlink_metadata(root)?;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    if !m.is_dir() || m.uid() != me || m.mode() & 0o022 != 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!(
-                "{} is not a directory of this user's that only this user can write to",
-                root.display()
-            ),
-        ));
-    }
+    check_root(root)?;
     let path = root.join(LAST_PRUNE);
     let mut options = OpenOptions::new();
     options
@@ -157,9 +154,10 @@ pub fn lock_root(root: &Path) -> io::Result<Option<RootLock>> {
         .write(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
-    let (marker, created) = match options.clone().create_new(true).open(&path) {
-        Ok(f) => (f, true),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => (options.open(&path)?, false),
+    let marker = match options.clone().create_new(true).open(&path) {
+        // Never pruned: dated to the epoch, so that a prune is due until one completes.
+        Ok(f) => f.set_modified(SystemTime::UNIX_EPOCH).map(|()| f)?,
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => options.open(&path)?,
         Err(e) => return Err(e),
     };
     if !flock(&marker, libc::LOCK_EX | libc::LOCK_NB) {
@@ -168,8 +166,30 @@ pub fn lock_root(root: &Path) -> io::Result<Option<RootLock>> {
     Ok(Some(RootLock {
         root: root.to_path_buf(),
         marker,
-        created,
     }))
+}
+
+/// Checks that `root` (a link to it followed: the settings name it) is a directory of this
+/// user's that no one else can write to: a prune renames and deletes in it.
+pub fn check_root(root: &Path) -> io::Result<()> {
+    let m = fs::metadata(root)?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if m.is_dir() && m.uid() == me && m.mode() & 0o022 == 0 {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!(
+            "{} is not a directory of this user's that only this user can write to",
+            root.display()
+        ),
+    ))
+}
+
+/// The bytes that removed caches still take in the root's trash (a prune cut short).
+pub fn trash_bytes(root: &Path) -> u64 {
+    tree_bytes(&root.join(TRASH)).0
 }
 
 /// The drop-in caches under `root`: `root/id-*` and `root/*/id-*` whose meta file names a
@@ -223,7 +243,10 @@ pub fn prune(
         ..Pruned::default()
     };
     for (n, cache) in all.into_iter().enumerate() {
-        if pruned.bytes_left <= max_bytes || stop.load(Ordering::Relaxed) {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(pruned);
+        }
+        if pruned.bytes_left <= max_bytes {
             break;
         }
         if keep.is_some_and(|k| k == cache.dir) {
@@ -239,7 +262,8 @@ pub fn prune(
             Removal::Failed => pruned.failed.push(cache.dir),
         }
     }
-    remove_stale_namespaces(root, SystemTime::now());
+    tidy_namespaces(root, SystemTime::now());
+    lock.mark_done(SystemTime::now());
     Ok(pruned)
 }
 
@@ -282,27 +306,72 @@ fn remove(dir: &Path, trash: &Path, n: usize) -> Removal {
     }
     let _ = fs::remove_file(&path);
     drop(lock);
+    mark_if_emptied(dir);
     match fs::remove_dir_all(&away) {
         Ok(()) => Removal::Removed,
         Err(_) => Removal::Failed,
     }
 }
 
-/// Removes the namespaces under `root` that hold nothing and were last changed a
-/// [`PRUNE_INTERVAL`] ago (so that none is removed between an application's creating it and
-/// its cache).
-fn remove_stale_namespaces(root: &Path, now: SystemTime) {
+/// Leaves [`EMPTIED`] in `dir`'s namespace if nothing else is left in it (not in the root:
+/// the shared namespace is the root itself).
+fn mark_if_emptied(dir: &Path) {
+    let Some(namespace) = dir.parent() else {
+        return;
+    };
+    let empty = fs::read_dir(namespace).is_ok_and(|mut d| d.next().is_none());
+    if empty && namespace.join("meta").symlink_metadata().is_err() {
+        let _ = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(namespace.join(EMPTIED));
+    }
+}
+
+/// Under the root lock: unlinks `.inuse` files whose cache is gone and that no process
+/// holds (a prune killed between its rename and its unlink, a cache deleted by hand), and
+/// removes namespaces that a prune emptied a [`PRUNE_INTERVAL`] ago and that hold nothing
+/// else since (so that none goes between an application's making it and its cache).
+fn tidy_namespaces(root: &Path, now: SystemTime) {
+    unlink_orphan_locks(root);
     for entry in fs::read_dir(root).into_iter().flatten().flatten() {
-        let path = entry.path();
-        let Ok(m) = fs::symlink_metadata(&path) else {
+        let namespace = entry.path();
+        if !fs::symlink_metadata(&namespace).is_ok_and(|m| m.is_dir()) {
             continue;
-        };
-        let stale = m
-            .modified()
-            .is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age >= PRUNE_INTERVAL));
-        let empty = fs::read_dir(&path).is_ok_and(|mut d| d.next().is_none());
-        if m.is_dir() && stale && empty {
-            let _ = fs::remove_dir(&path);
+        }
+        unlink_orphan_locks(&namespace);
+        let emptied = fs::symlink_metadata(namespace.join(EMPTIED)).and_then(|m| m.modified());
+        let stale = emptied.is_ok_and(|t| now.duration_since(t).is_ok_and(|a| a >= PRUNE_INTERVAL));
+        let only_marker =
+            fs::read_dir(&namespace).is_ok_and(|d| d.flatten().all(|e| e.file_name() == EMPTIED));
+        if stale && only_marker {
+            let _ = fs::remove_file(namespace.join(EMPTIED));
+            // Fails, and leaves it, if an application put something in it meanwhile.
+            let _ = fs::remove_dir(&namespace);
+        }
+    }
+}
+
+/// Unlinks the `.inuse` files in `dir` whose cache is gone and that no process holds.
+fn unlink_orphan_locks(dir: &Path) {
+    for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        if let Some(cache) = name.to_string_lossy().strip_suffix(IN_USE_SUFFIX) {
+            if fs::symlink_metadata(dir.join(cache)).is_err() {
+                unlink_if_unheld(&entry.path());
+            }
+        }
+    }
+}
+
+/// Unlinks the lock file `path` unless a process holds it (a starting application holds it
+/// before its cache exists).
+fn unlink_if_unheld(path: &Path) {
+    if let Ok(file) = open_in_use_file(path, false) {
+        if flock(&file, libc::LOCK_EX | libc::LOCK_NB) && is_file_at(&file, path) {
+            let _ = fs::remove_file(path);
         }
     }
 }

@@ -45,6 +45,34 @@ pub fn hold(cache_dir: &Path) -> bool {
     true
 }
 
+/// Lets go of the mark (the cache could not be used after all).
+pub fn release() {
+    let fd = IN_USE_FD.swap(-1, Ordering::AcqRel);
+    if fd >= 0 {
+        // SAFETY: the descriptor is this library's own lock file, swapped out above so that
+        // it is closed once.
+        unsafe { libc::close(fd) };
+    }
+}
+
+/// The root lock of this process's prune, published in [`PRUNE_LOCK_FD`] (for a forked
+/// child to close) from before the thread starts until just before it is closed.
+struct PublishedLock(prune::RootLock);
+
+impl PublishedLock {
+    fn new(lock: prune::RootLock) -> Self {
+        PRUNE_LOCK_FD.store(lock.raw_fd(), Ordering::Release);
+        Self(lock)
+    }
+}
+
+impl Drop for PublishedLock {
+    fn drop(&mut self) {
+        // Before the field (the descriptor) is dropped, on every path, unwinding included.
+        PRUNE_LOCK_FD.store(-1, Ordering::Release);
+    }
+}
+
 /// Once a day (the first process to get here after a day), prunes the root down to
 /// `total_max_bytes` on a thread of its own, sparing `cache_dir`.
 pub fn prune_if_due(p: &Process, cache_dir: &Path) {
@@ -65,12 +93,12 @@ pub fn prune_if_due(p: &Process, cache_dir: &Path) {
     if !lock.due(SystemTime::now()) {
         return;
     }
+    let lock = PublishedLock::new(lock);
     let keep = cache_dir.to_path_buf();
     let (done, done_rx) = mpsc::channel();
     let run = move || {
         let p = crate::display::process();
-        PRUNE_LOCK_FD.store(lock.raw_fd(), Ordering::Release);
-        match prune::prune(&lock, max, Some(&keep), &STOP) {
+        match prune::prune(&lock.0, max, Some(&keep), &STOP) {
             Ok(pruned) => {
                 for c in &pruned.removed {
                     log(
@@ -84,7 +112,6 @@ pub fn prune_if_due(p: &Process, cache_dir: &Path) {
             }
             Err(e) => log(p, &format!("pruning {}: {e}", root.display())),
         }
-        PRUNE_LOCK_FD.store(-1, Ordering::Release);
         drop(lock);
         let _ = done.send(());
     };

@@ -110,19 +110,51 @@ fn the_least_recently_used_caches_go_first_until_the_rest_fit() {
     // No lock file of a removed cache is left, and the trash is empty.
     assert!(!in_use_path(&older).exists() && !in_use_path(&oldest).exists());
     assert_eq!(fs::read_dir(root.join(TRASH)).unwrap().count(), 0);
-    // The emptied namespace stays until it has been empty for a day.
+    // The emptied namespace stays, marked, until it has been empty for a day; a directory
+    // that is not a namespace a prune emptied is never removed, however old and empty.
     let emptied = root.join("app-1111111111111111");
-    assert!(emptied.is_dir());
+    let marker = emptied.join(EMPTIED);
+    assert!(marker.is_file());
+    let unrelated = root.join("Music");
+    fs::create_dir(&unrelated).unwrap();
+    File::open(&unrelated)
+        .unwrap()
+        .set_modified(SystemTime::now() - 90 * DAY)
+        .unwrap();
     assert!(prune(&locked(root), limit, None, &no_stop())
         .unwrap()
         .removed
         .is_empty());
-    File::open(&emptied)
+    assert!(marker.is_file());
+    File::open(&marker)
         .unwrap()
         .set_modified(SystemTime::now() - 2 * DAY)
         .unwrap();
     prune(&locked(root), limit, None, &no_stop()).unwrap();
     assert!(!emptied.exists());
+    assert!(unrelated.is_dir());
+}
+
+#[test]
+fn lock_files_without_a_cache_go_unless_held_and_a_first_run_is_marked() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path();
+    let kept = make_cache(&root.join("a"), "a", 1, DAY);
+    // Left by a prune killed between its rename and its unlink.
+    let orphan = root.join("a/id-0000000000000009.inuse");
+    fs::write(&orphan, b"").unwrap();
+    // A first run's mark, taken before its cache exists: the namespace is made for it.
+    let first_run = root.join("new/id-000000000000000a");
+    let held = hold(&first_run).expect("the namespace is made");
+    assert_eq!(
+        fs::metadata(root.join("new")).unwrap().mode() & 0o777,
+        0o700
+    );
+    prune(&locked(root), u64::MAX, None, &no_stop()).unwrap();
+    assert!(!orphan.exists());
+    assert!(in_use_path(&first_run).exists(), "held: kept");
+    assert!(kept.is_dir() && !in_use_path(&kept).exists());
+    drop(held);
 }
 
 #[test]
@@ -203,13 +235,19 @@ fn one_prune_at_a_time_and_an_interrupted_one_is_finished() {
 }
 
 #[test]
-fn an_automatic_prune_is_due_once_a_day_and_the_root_must_be_private() {
+fn an_automatic_prune_is_due_a_day_after_a_complete_one_and_the_root_must_be_private() {
     let t = tempfile::tempdir().unwrap();
     let root = t.path();
+    make_cache(&root.join("a"), "a", 1, DAY);
+    assert!(locked(root).due(SystemTime::now()), "never pruned");
+    // Stopped: not recorded, so the next process prunes.
+    let stop = AtomicBool::new(true);
+    prune(&locked(root), 0, None, &stop).unwrap();
+    assert!(locked(root).due(SystemTime::now() + Duration::from_secs(60)));
+    prune(&locked(root), u64::MAX, None, &no_stop()).unwrap();
     let now = SystemTime::now();
-    assert!(locked(root).due(now), "never pruned");
     assert!(!locked(root).due(now + Duration::from_secs(60)));
-    assert!(!locked(root).due(now + DAY - Duration::from_secs(1)));
+    assert!(!locked(root).due(now + DAY - Duration::from_secs(60)));
     assert!(locked(root).due(now + DAY));
     let mode = fs::metadata(root.join(LAST_PRUNE)).unwrap().mode() & 0o777;
     assert_eq!(mode, 0o600);
