@@ -190,9 +190,12 @@ pub fn prune(out: &mut dyn Write, max_bytes: Option<&str>, dry_run: bool) -> Res
         let mut caches =
             prune::caches(&root).with_context(|| format!("reading {}", root.display()))?;
         caches.sort_by_key(|c| c.last_used);
-        let mut total: u64 =
-            caches.iter().map(|c| c.bytes).sum::<u64>() + prune::trash_bytes(&root);
+        let mut total: u64 = caches.iter().map(|c| c.bytes).sum();
         writeln!(out, "{} caches, {total} bytes, limit {max}", caches.len())?;
+        let trash = prune::trash_bytes(&root);
+        if trash > 0 {
+            writeln!(out, "{trash} bytes in the trash (deleted first)")?;
+        }
         for c in caches {
             let days = std::time::SystemTime::now()
                 .duration_since(c.last_used)

@@ -91,6 +91,15 @@ impl Settings {
             }
         }
         warnings.extend(s.apply_env(env));
+        // The real path when it exists: a prune (`crate::prune`) checks and locks the real
+        // directories, and the marks that applications hold must name the same ones.
+        if let Some(real) = s
+            .root
+            .as_deref()
+            .and_then(|r| std::fs::canonicalize(r).ok())
+        {
+            s.root = Some(real);
+        }
         (s, warnings)
     }
 
@@ -377,6 +386,25 @@ mod tests {
         assert!(e.apply_env(&env).is_empty());
         assert!(!e.enabled);
         assert_eq!(e.max_bytes, 12 << 10);
+    }
+
+    #[test]
+    fn a_linked_root_is_its_real_directory() {
+        let t = tempfile::tempdir().unwrap();
+        let real = t.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        let link = t.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let link_s = link.to_str().unwrap().to_string();
+        let env = move |k: &str| (k == "GPUCACHE_DROPIN_DIR").then(|| link_s.clone());
+        let (s, _) = Settings::load(&env, "app");
+        assert_eq!(s.root, Some(std::fs::canonicalize(&real).unwrap()));
+        // A root that does not exist yet is kept as named.
+        let (s, _) = Settings::load(
+            &|k: &str| (k == "GPUCACHE_DROPIN_DIR").then(|| "/nonexistent/x".into()),
+            "app",
+        );
+        assert_eq!(s.root, Some(PathBuf::from("/nonexistent/x")));
     }
 
     #[test]

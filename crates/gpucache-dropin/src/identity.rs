@@ -181,15 +181,19 @@ unsafe fn loaded_build_id(base: usize, phdrs: &[Phdr]) -> Option<Vec<u8>> {
     let mapped = |at: usize, len: usize| {
         phdrs.iter().any(|l| {
             let (start, size) = (l.p_vaddr as usize, l.p_filesz as usize);
+            let (end, segment_end) = (at.checked_add(len), start.checked_add(size));
             l.p_type == PT_LOAD
                 && l.p_flags & PF_R != 0
                 && at >= start
-                && at.saturating_add(len) <= start.saturating_add(size)
+                && end.is_some_and(|e| segment_end.is_some_and(|s| e <= s))
         })
     };
     for note in phdrs.iter().filter(|p| p.p_type == PT_NOTE) {
         let (at, len) = (note.p_vaddr as usize, note.p_filesz as usize);
-        let Some(address) = base.checked_add(at) else {
+        let Some(address) = base
+            .checked_add(at)
+            .filter(|a| a.checked_add(len).is_some())
+        else {
             continue;
         };
         if len == 0 || len > 1 << 16 || !mapped(at, len) {

@@ -41,6 +41,8 @@ const LAST_PRUNE: &str = ".last-prune~";
 const EMPTIED: &str = ".emptied~";
 /// How often processes prune the root on their own.
 pub const PRUNE_INTERVAL: Duration = Duration::from_secs(24 * 60 * 60);
+/// When a prune that did not complete is tried again.
+const RETRY_AFTER: Duration = Duration::from_secs(60 * 60);
 /// What the identity of every drop-in cache starts with (`crate::identity`).
 const DROPIN_IDENTITY: &[u8] = b"gpucache-dropin ";
 /// The waits between [`hold`]'s attempts to lock a cache's `.inuse` file: a prune holds it
@@ -91,22 +93,35 @@ impl InUse {
 pub fn hold(dir: &Path) -> Option<InUse> {
     let path = in_use_path(dir);
     let namespace = dir.parent()?;
-    if fs::symlink_metadata(namespace).is_err() && namespace.parent().is_some_and(is_own_dir) {
-        let _ = fs::DirBuilder::new().mode(0o700).create(namespace);
+    if fs::symlink_metadata(namespace).is_err()
+        && namespace.parent().is_some_and(is_own_dir)
+        && fs::DirBuilder::new().mode(0o700).create(namespace).is_ok()
+    {
+        // The mode whatever the umask (the engine's directories are 0700 too).
+        let _ = fs::set_permissions(
+            namespace,
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        );
     }
     if !is_own_dir(namespace) {
         return None;
     }
     for wait in std::iter::once(0).chain(HOLD_BACKOFF_MS) {
-        std::thread::sleep(Duration::from_millis(wait));
-        let Ok(file) = open_in_use_file(&path, true) else {
-            return None;
-        };
-        // Refused: a prune is removing the cache and replaces the file at once. Granted on
-        // a file a prune has unlinked since: that lock protects nothing.
-        if flock(&file, libc::LOCK_SH | libc::LOCK_NB) && is_file_at(&file, &path) {
-            let _ = file.set_modified(SystemTime::now());
-            return Some(InUse(file));
+        if wait > 0 {
+            std::thread::sleep(Duration::from_millis(wait));
+        }
+        let file = open_in_use_file(&path, true).ok()?;
+        match try_flock(&file, libc::LOCK_SH | libc::LOCK_NB) {
+            // Granted on a file a prune has unlinked since: that lock protects nothing.
+            Ok(()) if is_file_at(&file, &path) => {
+                let _ = file.set_modified(SystemTime::now());
+                return Some(InUse(file));
+            }
+            Ok(()) => {}
+            // A prune is removing the cache and replaces the file at once.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            // Locks do not work here (a file system without them): no mark, no waiting.
+            Err(_) => return None,
         }
     }
     None
@@ -127,8 +142,17 @@ impl RootLock {
         !last.is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age < PRUNE_INTERVAL))
     }
 
+    /// Records a complete prune.
     fn mark_done(&self, now: SystemTime) {
         let _ = self.marker.set_modified(now);
+    }
+
+    /// Records that a prune starts: due again in [`RETRY_AFTER`] unless it completes (a
+    /// prune that short-lived applications keep cutting short is not retried at every start).
+    fn mark_started(&self, now: SystemTime) {
+        if let Some(t) = (now + RETRY_AFTER).checked_sub(PRUNE_INTERVAL) {
+            let _ = self.marker.set_modified(t);
+        }
     }
 
     /// The root.
@@ -154,14 +178,17 @@ pub fn lock_root(root: &Path) -> io::Result<Option<RootLock>> {
         .write(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
-    let marker = match options.clone().create_new(true).open(&path) {
-        // Never pruned: dated to the epoch, so that a prune is due until one completes.
-        Ok(f) => f.set_modified(SystemTime::UNIX_EPOCH).map(|()| f)?,
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => options.open(&path)?,
+    let (marker, created) = match options.clone().create_new(true).open(&path) {
+        Ok(f) => (f, true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => (options.open(&path)?, false),
         Err(e) => return Err(e),
     };
     if !flock(&marker, libc::LOCK_EX | libc::LOCK_NB) {
         return Ok(None);
+    }
+    if created {
+        // Never pruned: dated to the epoch, so that a prune is due until one completes.
+        marker.set_modified(SystemTime::UNIX_EPOCH)?;
     }
     Ok(Some(RootLock {
         root: root.to_path_buf(),
@@ -225,8 +252,9 @@ pub fn in_use(dir: &Path) -> bool {
 
 /// Removes caches under the locked root, least recently used first, until the rest and the
 /// trash allocate no more than `max_bytes`; never `keep`, nor a cache a process holds.
-/// Empties the trash first, and removes namespaces left empty for a day. Stops early when
-/// `stop` is set (the caller is exiting).
+/// Empties the trash first, unlinks lock files left without a cache, and removes namespaces
+/// that a prune emptied a day before. Stops early when `stop` is set (the caller is
+/// exiting); such a prune is tried again an hour later, a complete one a day later.
 pub fn prune(
     lock: &RootLock,
     max_bytes: u64,
@@ -234,6 +262,7 @@ pub fn prune(
     stop: &AtomicBool,
 ) -> io::Result<Pruned> {
     let root = lock.root();
+    lock.mark_started(SystemTime::now());
     let trash = root.join(TRASH);
     let mut all = caches(root)?;
     all.sort_by_key(|c| c.last_used);
@@ -316,18 +345,30 @@ fn remove(dir: &Path, trash: &Path, n: usize) -> Removal {
 /// Leaves [`EMPTIED`] in `dir`'s namespace if nothing else is left in it (not in the root:
 /// the shared namespace is the root itself).
 fn mark_if_emptied(dir: &Path) {
-    let Some(namespace) = dir.parent() else {
-        return;
-    };
-    let empty = fs::read_dir(namespace).is_ok_and(|mut d| d.next().is_none());
-    if empty && namespace.join("meta").symlink_metadata().is_err() {
-        let _ = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(namespace.join(EMPTIED));
+    if let Some(namespace) = dir.parent() {
+        if is_empty_but_marker(namespace) {
+            mark(namespace);
+        }
     }
+}
+
+/// Leaves (or dates anew) the [`EMPTIED`] marker in `namespace`.
+fn mark(namespace: &Path) {
+    let marker = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(namespace.join(EMPTIED));
+    if let Ok(f) = marker {
+        let _ = f.set_modified(SystemTime::now());
+    }
+}
+
+/// Whether `dir` holds nothing but, perhaps, the [`EMPTIED`] marker.
+fn is_empty_but_marker(dir: &Path) -> bool {
+    fs::read_dir(dir).is_ok_and(|d| d.flatten().all(|e| e.file_name() == EMPTIED))
 }
 
 /// Under the root lock: unlinks `.inuse` files whose cache is gone and that no process
@@ -341,11 +382,23 @@ fn tidy_namespaces(root: &Path, now: SystemTime) {
         if !fs::symlink_metadata(&namespace).is_ok_and(|m| m.is_dir()) {
             continue;
         }
-        unlink_orphan_locks(&namespace);
-        let emptied = fs::symlink_metadata(namespace.join(EMPTIED)).and_then(|m| m.modified());
+        let marker = namespace.join(EMPTIED);
+        let emptied = fs::symlink_metadata(&marker).and_then(|m| m.modified());
+        // Lock files of the drop-in's were there: a namespace of the drop-in's, emptied now.
+        if unlink_orphan_locks(&namespace) > 0
+            && emptied.is_err()
+            && is_empty_but_marker(&namespace)
+        {
+            mark(&namespace);
+            continue;
+        }
+        let only_marker = is_empty_but_marker(&namespace);
+        if emptied.is_ok() && !only_marker {
+            // Used again since a prune emptied it.
+            let _ = fs::remove_file(&marker);
+            continue;
+        }
         let stale = emptied.is_ok_and(|t| now.duration_since(t).is_ok_and(|a| a >= PRUNE_INTERVAL));
-        let only_marker =
-            fs::read_dir(&namespace).is_ok_and(|d| d.flatten().all(|e| e.file_name() == EMPTIED));
         if stale && only_marker {
             let _ = fs::remove_file(namespace.join(EMPTIED));
             // Fails, and leaves it, if an application put something in it meanwhile.
@@ -354,26 +407,33 @@ fn tidy_namespaces(root: &Path, now: SystemTime) {
     }
 }
 
-/// Unlinks the `.inuse` files in `dir` whose cache is gone and that no process holds.
-fn unlink_orphan_locks(dir: &Path) {
+/// Unlinks the `.inuse` files (regular files) in `dir` whose cache is gone and that no
+/// process holds; how many.
+fn unlink_orphan_locks(dir: &Path) -> usize {
+    use std::os::unix::ffi::OsStrExt;
+    let mut unlinked = 0;
     for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
         let name = entry.file_name();
-        if let Some(cache) = name.to_string_lossy().strip_suffix(IN_USE_SUFFIX) {
-            if fs::symlink_metadata(dir.join(cache)).is_err() {
-                unlink_if_unheld(&entry.path());
-            }
+        let Some(cache) = name.as_bytes().strip_suffix(IN_USE_SUFFIX.as_bytes()) else {
+            continue;
+        };
+        let cache = dir.join(std::ffi::OsStr::from_bytes(cache));
+        let regular = entry.file_type().is_ok_and(|t| t.is_file());
+        if regular && fs::symlink_metadata(&cache).is_err() && unlink_if_unheld(&entry.path()) {
+            unlinked += 1;
         }
     }
+    unlinked
 }
 
 /// Unlinks the lock file `path` unless a process holds it (a starting application holds it
-/// before its cache exists).
-fn unlink_if_unheld(path: &Path) {
-    if let Ok(file) = open_in_use_file(path, false) {
-        if flock(&file, libc::LOCK_EX | libc::LOCK_NB) && is_file_at(&file, path) {
-            let _ = fs::remove_file(path);
-        }
-    }
+/// before its cache exists); whether it did.
+fn unlink_if_unheld(path: &Path) -> bool {
+    open_in_use_file(path, false).is_ok_and(|file| {
+        flock(&file, libc::LOCK_EX | libc::LOCK_NB)
+            && is_file_at(&file, path)
+            && fs::remove_file(path).is_ok()
+    })
 }
 
 /// Whether `dir` is a directory (not a link) whose meta file names a drop-in identity.
@@ -450,14 +510,20 @@ fn is_file_at(file: &File, path: &Path) -> bool {
 
 /// `flock(file, op)`; whether it was granted.
 fn flock(file: &File, op: libc::c_int) -> bool {
+    try_flock(file, op).is_ok()
+}
+
+/// `flock(file, op)`: `Err(WouldBlock)` when another holds a conflicting lock.
+fn try_flock(file: &File, op: libc::c_int) -> io::Result<()> {
     loop {
         // SAFETY: the descriptor is open for the call (`file` is borrowed); flock takes
         // no pointers.
         if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
-            return true;
+            return Ok(());
         }
-        if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            return false;
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
         }
     }
 }

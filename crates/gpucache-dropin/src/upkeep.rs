@@ -26,7 +26,7 @@ const EXIT_WAIT: Duration = Duration::from_millis(100);
 
 /// Marks `cache_dir` in use for the life of the process, once; whether it is marked.
 /// Called before the cache opens (so that no prune removes it between the open and the
-/// mark) and again after (a first run's namespace exists only then).
+/// mark) and again after, in case the first try failed (a root made only by the open).
 pub fn hold(cache_dir: &Path) -> bool {
     if IN_USE_FD.load(Ordering::Acquire) >= 0 {
         return true;

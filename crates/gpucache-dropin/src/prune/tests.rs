@@ -136,6 +136,33 @@ fn the_least_recently_used_caches_go_first_until_the_rest_fit() {
 }
 
 #[test]
+fn an_emptied_namespace_used_again_loses_its_marker_and_orphan_locks_mark_it() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path();
+    let ns = root.join("app");
+    let old = make_cache(&ns, "old", 1, 30 * DAY);
+    prune(&locked(root), 0, None, &no_stop()).unwrap();
+    assert!(!old.exists() && ns.join(EMPTIED).is_file());
+    // Used again (a new driver build's cache): the marker goes, so the namespace is not
+    // removed with the next emptying's marker already a day old.
+    let new = make_cache(&ns, "new", 1, DAY);
+    prune(&locked(root), u64::MAX, None, &no_stop()).unwrap();
+    assert!(!ns.join(EMPTIED).exists() && new.is_dir());
+
+    // A namespace holding only a lock file left without its cache (a run whose open failed,
+    // a prune killed after its rename) is a drop-in namespace emptied now: marked.
+    let other = root.join("other");
+    fs::create_dir(&other).unwrap();
+    fs::write(other.join("id-0000000000000001.inuse"), b"").unwrap();
+    prune(&locked(root), u64::MAX, None, &no_stop()).unwrap();
+    let names: Vec<_> = fs::read_dir(&other)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from(EMPTIED)]);
+}
+
+#[test]
 fn lock_files_without_a_cache_go_unless_held_and_a_first_run_is_marked() {
     let t = tempfile::tempdir().unwrap();
     let root = t.path();
@@ -240,10 +267,12 @@ fn an_automatic_prune_is_due_a_day_after_a_complete_one_and_the_root_must_be_pri
     let root = t.path();
     make_cache(&root.join("a"), "a", 1, DAY);
     assert!(locked(root).due(SystemTime::now()), "never pruned");
-    // Stopped: not recorded, so the next process prunes.
+    // Stopped: not recorded as done, so a process an hour later prunes again.
     let stop = AtomicBool::new(true);
     prune(&locked(root), 0, None, &stop).unwrap();
-    assert!(locked(root).due(SystemTime::now() + Duration::from_secs(60)));
+    let now = SystemTime::now();
+    assert!(!locked(root).due(now + Duration::from_secs(60)));
+    assert!(locked(root).due(now + Duration::from_secs(61 * 60)));
     prune(&locked(root), u64::MAX, None, &no_stop()).unwrap();
     let now = SystemTime::now();
     assert!(!locked(root).due(now + Duration::from_secs(60)));
