@@ -85,7 +85,10 @@ impl Sandbox {
     }
 
     fn root(&self) -> PathBuf {
-        self.dir.path().join("gpucache")
+        // The real path: the drop-in resolves its root's links, and logs real paths.
+        std::fs::canonicalize(self.dir.path())
+            .unwrap()
+            .join("gpucache")
     }
 
     /// A command with Mesa 25 and no drop-in (`MESA_SHADER_CACHE_DISABLE`: no cache at all).

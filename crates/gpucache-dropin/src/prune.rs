@@ -18,7 +18,7 @@
 //!   finds the whole cache, or none (and starts a new one); one that opened the old `.inuse`
 //!   file sees that it is no longer the file at that path and opens the new one. A prune cut
 //!   short leaves its directories in the trash, which the next prune empties.
-//! - **One at a time.** A prune holds an exclusive lock on the root's `.last-prune` file for
+//! - **One at a time.** A prune holds an exclusive lock on the root's `.last-prune~` file for
 //!   its whole run ([`lock_root`]); whether the daily prune is due is decided under it.
 
 use std::fs::{self, File, OpenOptions};
@@ -33,11 +33,12 @@ use std::time::{Duration, SystemTime};
 const IN_USE_SUFFIX: &str = ".inuse";
 /// Where removed caches wait for their files to be deleted.
 const TRASH: &str = ".gpucache-pruning~";
-/// The root's prune lock; its modification time is the last complete prune. Names with `~`
-/// cannot be a namespace's (namespace names never contain it).
+/// The root's prune lock; its modification time says when the next prune is due (a day after
+/// a complete prune, an hour after an unfinished one's start). Names with `~` cannot be a
+/// namespace's (namespace names never contain it).
 const LAST_PRUNE: &str = ".last-prune~";
-/// Left in a namespace whose last cache a prune removed; the namespace goes a day later if
-/// nothing else is in it by then.
+/// Left in a namespace whose last cache a prune removed (or that held only lock files without
+/// a cache); the namespace goes a day later if nothing else is in it by then.
 const EMPTIED: &str = ".emptied~";
 /// How often processes prune the root on their own.
 pub const PRUNE_INTERVAL: Duration = Duration::from_secs(24 * 60 * 60);
@@ -135,8 +136,8 @@ pub struct RootLock {
 }
 
 impl RootLock {
-    /// Whether the daily prune is due: no complete prune in the last [`PRUNE_INTERVAL`]
-    /// ([`prune`] records one when it was not stopped).
+    /// Whether the daily prune is due: no complete prune in the last [`PRUNE_INTERVAL`], and
+    /// no unfinished one started in the last [`RETRY_AFTER`].
     pub fn due(&self, now: SystemTime) -> bool {
         let last = self.marker.metadata().and_then(|m| m.modified());
         !last.is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age < PRUNE_INTERVAL))
@@ -149,9 +150,13 @@ impl RootLock {
 
     /// Records that a prune starts: due again in [`RETRY_AFTER`] unless it completes (a
     /// prune that short-lived applications keep cutting short is not retried at every start).
-    fn mark_started(&self, now: SystemTime) {
+    pub(crate) fn mark_started(&self, now: SystemTime) {
+        let last = self.marker.metadata().and_then(|m| m.modified());
         if let Some(t) = (now + RETRY_AFTER).checked_sub(PRUNE_INTERVAL) {
-            let _ = self.marker.set_modified(t);
+            // Never earlier than it was (a prune by hand soon after a complete one).
+            if !last.is_ok_and(|last| last >= t) {
+                let _ = self.marker.set_modified(t);
+            }
         }
     }
 
@@ -359,10 +364,12 @@ fn mark(namespace: &Path) {
         .create(true)
         .truncate(false)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(namespace.join(EMPTIED));
     if let Ok(f) = marker {
-        let _ = f.set_modified(SystemTime::now());
+        if f.metadata().is_ok_and(|m| m.is_file()) {
+            let _ = f.set_modified(SystemTime::now());
+        }
     }
 }
 
@@ -371,10 +378,11 @@ fn is_empty_but_marker(dir: &Path) -> bool {
     fs::read_dir(dir).is_ok_and(|d| d.flatten().all(|e| e.file_name() == EMPTIED))
 }
 
-/// Under the root lock: unlinks `.inuse` files whose cache is gone and that no process
-/// holds (a prune killed between its rename and its unlink, a cache deleted by hand), and
-/// removes namespaces that a prune emptied a [`PRUNE_INTERVAL`] ago and that hold nothing
-/// else since (so that none goes between an application's making it and its cache).
+/// Under the root lock: unlinks the drop-in's `.inuse` files whose cache is gone and that no
+/// process holds (a prune killed between its rename and its unlink, a cache deleted by hand),
+/// marks a namespace that this left empty, takes the mark from a namespace used again, and
+/// removes namespaces marked a [`PRUNE_INTERVAL`] ago that hold nothing else (so that none
+/// goes between an application's making it and its cache).
 fn tidy_namespaces(root: &Path, now: SystemTime) {
     unlink_orphan_locks(root);
     for entry in fs::read_dir(root).into_iter().flatten().flatten() {
@@ -414,7 +422,12 @@ fn unlink_orphan_locks(dir: &Path) -> usize {
     let mut unlinked = 0;
     for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
         let name = entry.file_name();
-        let Some(cache) = name.as_bytes().strip_suffix(IN_USE_SUFFIX.as_bytes()) else {
+        // Only the drop-in's own: `id-<16 hex digits>.inuse`.
+        let Some(cache) = name
+            .as_bytes()
+            .strip_suffix(IN_USE_SUFFIX.as_bytes())
+            .filter(|c| std::str::from_utf8(c).is_ok_and(is_identity_name))
+        else {
             continue;
         };
         let cache = dir.join(std::ffi::OsStr::from_bytes(cache));
@@ -424,6 +437,12 @@ fn unlink_orphan_locks(dir: &Path) -> usize {
         }
     }
     unlinked
+}
+
+/// Whether `name` is that of an identity's directory: `id-` and 16 hex digits.
+fn is_identity_name(name: &str) -> bool {
+    name.strip_prefix("id-")
+        .is_some_and(|h| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// Unlinks the lock file `path` unless a process holds it (a starting application holds it

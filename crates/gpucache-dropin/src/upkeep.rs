@@ -93,6 +93,9 @@ pub fn prune_if_due(p: &Process, cache_dir: &Path) {
     if !lock.due(SystemTime::now()) {
         return;
     }
+    // Here, not on the thread: a process that ends before the thread runs must not leave the
+    // prune due at the next start.
+    lock.mark_started(SystemTime::now());
     let lock = PublishedLock::new(lock);
     let keep = cache_dir.to_path_buf();
     let (done, done_rx) = mpsc::channel();

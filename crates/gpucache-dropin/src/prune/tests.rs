@@ -154,7 +154,13 @@ fn an_emptied_namespace_used_again_loses_its_marker_and_orphan_locks_mark_it() {
     let other = root.join("other");
     fs::create_dir(&other).unwrap();
     fs::write(other.join("id-0000000000000001.inuse"), b"").unwrap();
+    // Someone else's files named so are none of the drop-in's: left alone, and so is their
+    // folder.
+    let foreign = root.join("tool");
+    fs::create_dir(&foreign).unwrap();
+    fs::write(foreign.join("x.inuse"), b"").unwrap();
     prune(&locked(root), u64::MAX, None, &no_stop()).unwrap();
+    assert!(foreign.join("x.inuse").is_file() && !foreign.join(EMPTIED).exists());
     let names: Vec<_> = fs::read_dir(&other)
         .unwrap()
         .map(|e| e.unwrap().file_name())
