@@ -99,10 +99,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 /// any context. Read from the loaded images (their `PT_NOTE` segments), not the files: the
 /// build that runs, with no I/O.
 fn driver_build_ids() -> Vec<Vec<u8>> {
-    let mut drivers = loaded_objects()
-        .into_iter()
-        .filter_map(|o| Some((o.path, o.build_id?)))
-        .collect::<Vec<_>>();
+    let mut drivers = loaded_build_ids(is_driver_library);
     drivers.sort();
     drivers.dedup();
     drivers.into_iter().map(|(_, id)| id).collect()
@@ -111,13 +108,6 @@ fn driver_build_ids() -> Vec<Vec<u8>> {
 /// Whether a file name is a Mesa driver library's.
 fn is_driver_library(name: &[u8]) -> bool {
     name.starts_with(b"libgallium") || name.windows(7).any(|w| w == b"_dri.so")
-}
-
-/// A shared object loaded in this process.
-struct Loaded {
-    path: PathBuf,
-    /// Its build id, read for Mesa driver libraries only.
-    build_id: Option<Vec<u8>>,
 }
 
 #[cfg(target_pointer_width = "64")]
@@ -129,45 +119,52 @@ const PT_LOAD: u32 = 1;
 const PT_NOTE: u32 = 4;
 const PF_R: u32 = 4;
 
-/// The shared objects loaded in this process (`dl_iterate_phdr`).
-fn loaded_objects() -> Vec<Loaded> {
-    /// Collects each object with a name into the `Vec<Loaded>` behind `data`.
+/// The paths and build ids of the shared objects loaded in this process whose file names
+/// `wanted` accepts (`dl_iterate_phdr`), read from their loaded images.
+fn loaded_build_ids(wanted: fn(&[u8]) -> bool) -> Vec<(PathBuf, Vec<u8>)> {
+    struct Search {
+        wanted: fn(&[u8]) -> bool,
+        found: Vec<(PathBuf, Vec<u8>)>,
+    }
+    /// Adds each wanted object with a build id to the `Search` behind `data`.
     ///
     /// # Safety
     ///
-    /// `info` is a valid `dl_phdr_info` and `data` points to a `Vec<Loaded>` that nothing
-    /// else uses during the call (`dl_iterate_phdr`'s contract with the caller below).
+    /// `info` is a valid `dl_phdr_info` and `data` points to a `Search` that nothing else
+    /// uses during the call (`dl_iterate_phdr`'s contract with the caller below).
     unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> c_int {
         // SAFETY: the function's contract.
-        let (info, found) = unsafe { (&*info, &mut *data.cast::<Vec<Loaded>>()) };
-        if info.dlpi_name.is_null() {
+        let (info, search) = unsafe { (&*info, &mut *data.cast::<Search>()) };
+        if info.dlpi_name.is_null() || info.dlpi_phdr.is_null() {
             return 0;
         }
         // SAFETY: a non-NULL name is a NUL-terminated string owned by the loader.
         let name = unsafe { CStr::from_ptr(info.dlpi_name) }.to_bytes();
-        if name.is_empty() {
+        let path = PathBuf::from(std::ffi::OsStr::from_bytes(name));
+        if !path
+            .file_name()
+            .is_some_and(|n| (search.wanted)(n.as_bytes()))
+        {
             return 0;
         }
-        let path = PathBuf::from(std::ffi::OsStr::from_bytes(name));
-        let file_name = path.file_name().map(|n| n.as_bytes()).unwrap_or_default();
-        let build_id = if is_driver_library(file_name) && !info.dlpi_phdr.is_null() {
-            // SAFETY: the loader's program headers of this object, `dlpi_phnum` of them,
-            // valid during the callback.
-            let phdrs =
-                unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) };
-            // SAFETY: the headers of the object loaded at `dlpi_addr`.
-            unsafe { loaded_build_id(info.dlpi_addr as usize, phdrs) }
-        } else {
-            None
-        };
-        found.push(Loaded { path, build_id });
+        // SAFETY: the loader's program headers of this object, `dlpi_phnum` of them, valid
+        // during the callback.
+        let phdrs =
+            unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) };
+        // SAFETY: the headers of the object loaded at `dlpi_addr`.
+        if let Some(id) = unsafe { loaded_build_id(info.dlpi_addr as usize, phdrs) } {
+            search.found.push((path, id));
+        }
         0
     }
-    let mut found: Vec<Loaded> = Vec::new();
+    let mut search = Search {
+        wanted,
+        found: Vec::new(),
+    };
     // SAFETY: `each` matches the callback's type and only reads the entry it is given and
-    // appends to `found`, which lives across the call and is used by nothing else meanwhile.
-    unsafe { libc::dl_iterate_phdr(Some(each), (&mut found as *mut Vec<Loaded>).cast()) };
-    found
+    // writes `search`, which lives across the call and is used by nothing else meanwhile.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&mut search as *mut Search).cast()) };
+    search.found
 }
 
 /// The build id in the `PT_NOTE` segments of an object loaded at `base`, reading only notes
@@ -235,48 +232,13 @@ mod tests {
 
     #[test]
     fn a_loaded_objects_build_id_is_read_from_memory_as_from_its_file() {
-        let objects = loaded_objects();
-        let libc = objects
-            .iter()
-            .find(|o| {
-                o.path
-                    .file_name()
-                    .is_some_and(|n| n.as_bytes().starts_with(b"libc."))
-            })
-            .expect("the C library is loaded");
-        // Read the way driver libraries are, from the loaded image.
-        let mut found = None;
-        unsafe extern "C" fn each(
-            info: *mut libc::dl_phdr_info,
-            _: usize,
-            data: *mut c_void,
-        ) -> c_int {
-            // SAFETY: as in `loaded_objects`.
-            let (info, found) = unsafe { (&*info, &mut *data.cast::<Option<Vec<u8>>>()) };
-            let name = if info.dlpi_name.is_null() {
-                Vec::new()
-            } else {
-                // SAFETY: a non-NULL name is a NUL-terminated string owned by the loader.
-                unsafe { CStr::from_ptr(info.dlpi_name) }
-                    .to_bytes()
-                    .to_vec()
-            };
-            let is_libc = std::path::Path::new(std::ffi::OsStr::from_bytes(&name))
-                .file_name()
-                .is_some_and(|n| n.as_bytes().starts_with(b"libc."));
-            if is_libc {
-                // SAFETY: as in `loaded_objects`.
-                let phdrs = unsafe {
-                    std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum))
-                };
-                // SAFETY: the headers of the object loaded at `dlpi_addr`.
-                *found = unsafe { loaded_build_id(info.dlpi_addr as usize, phdrs) };
-            }
-            0
-        }
-        // SAFETY: `each` appends nothing and only writes `found`, alive across the call.
-        unsafe { libc::dl_iterate_phdr(Some(each), (&mut found as *mut Option<Vec<u8>>).cast()) };
-        let from_memory = found.expect("Debian's libc has a build id");
-        assert_eq!(Some(from_memory), crate::elf::build_id(&libc.path));
+        let libc = loaded_build_ids(|n| n.starts_with(b"libc."));
+        assert_eq!(
+            libc.len(),
+            1,
+            "Debian's libc is loaded and has a build id: {libc:?}"
+        );
+        let (path, from_memory) = &libc[0];
+        assert_eq!(Some(from_memory.clone()), crate::elf::build_id(path));
     }
 }

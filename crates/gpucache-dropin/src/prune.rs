@@ -426,7 +426,7 @@ fn unlink_orphan_locks(dir: &Path) -> usize {
         let Some(cache) = name
             .as_bytes()
             .strip_suffix(IN_USE_SUFFIX.as_bytes())
-            .filter(|c| std::str::from_utf8(c).is_ok_and(is_identity_name))
+            .filter(|c| std::str::from_utf8(c).is_ok_and(gpucache::inspect::is_identity_dir_name))
         else {
             continue;
         };
@@ -437,12 +437,6 @@ fn unlink_orphan_locks(dir: &Path) -> usize {
         }
     }
     unlinked
-}
-
-/// Whether `name` is that of an identity's directory: `id-` and 16 hex digits.
-fn is_identity_name(name: &str) -> bool {
-    name.strip_prefix("id-")
-        .is_some_and(|h| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// Unlinks the lock file `path` unless a process holds it (a starting application holds it

@@ -24,10 +24,10 @@
 mod maintain;
 
 pub use crate::disk::inspect::{
-    classify, entries, export_bundle, get, identity_dirs, parse_bundle, read_meta, stats, verify,
-    Bundle, BundleEntry, BundleReader, BundleWriter, DirKind, DirStats, EntryFn, EntryInfo,
-    ExportReport, Listing, RecordLookup, Snapshot, VerifyReport, BUNDLE_MAGIC, BUNDLE_VERSION,
-    FORMAT_VERSION,
+    classify, entries, export_bundle, get, identity_dirs, is_identity_dir_name, parse_bundle,
+    read_meta, stats, verify, Bundle, BundleEntry, BundleReader, BundleWriter, DirKind, DirStats,
+    EntryFn, EntryInfo, ExportReport, Listing, RecordLookup, Snapshot, VerifyReport, BUNDLE_MAGIC,
+    BUNDLE_VERSION, FORMAT_VERSION,
 };
 pub use crate::disk::{access_report, AccessReport};
 pub use maintain::{cache_builder, clear, compact, import_bundle, CompactReport, ImportReport};

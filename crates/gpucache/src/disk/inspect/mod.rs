@@ -70,6 +70,12 @@ pub fn classify(dir: &Path) -> Result<DirKind> {
     }
 }
 
+/// Whether `name` is that of an identity's subdirectory of a driver-versioned root:
+/// `id-<16 hex digits>`.
+pub fn is_identity_dir_name(name: &str) -> bool {
+    dir::is_identity_subdir_name(name)
+}
+
 /// The `id-<16 hex digits>` subdirectories of `root`, sorted by name.
 pub fn identity_dirs(root: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
