@@ -527,6 +527,11 @@ pub unsafe fn after_create_context(real: &Real, dpy: EGLDisplay) {
     let error = real.take_error();
     if error == EGL_SUCCESS {
         entry.state = State::Installed(slot);
+        // Context creation's reads are done and the driver's lookups come next: the cache's
+        // preload starts now (the blob cache defers it to its first use).
+        if let Some(cache) = gpucache::egl::current() {
+            cache.cache().start_preload();
+        }
         log(
             p,
             &format!("callbacks installed on display {dpy:p} (slot {slot})"),

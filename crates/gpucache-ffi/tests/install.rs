@@ -382,3 +382,41 @@ fn real_libegl_refuses_uninitialised_displays_and_displays_without_the_extension
     // by it, which LeakSanitizer reports (scripts/sanitize). The process ends soon anyway.
     gpucache_egl_shutdown();
 }
+
+/// The blob cache's preload waits for the install (the driver's context creation reads its
+/// own files meanwhile), and the install starts it.
+#[test]
+fn the_preload_starts_at_the_install() {
+    let _s = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let path = std::ffi::CString::new(dir.path().to_str().unwrap()).unwrap();
+    let configure_dir = || {
+        let mut config = gpucache_egl_config {
+            struct_size: std::mem::size_of::<gpucache_egl_config>(),
+            ..Default::default()
+        };
+        // SAFETY: `config` is writable with its struct_size set.
+        unsafe { gpucache_egl_config_init(&mut config) };
+        config.directory = path.as_ptr();
+        // SAFETY: `config` is initialised and `path` outlives the call.
+        assert_eq!(unsafe { gpucache_egl_configure(&config) }, GPUCACHE_OK);
+    };
+    configure_dir();
+    for i in 0..20u32 {
+        gpucache::egl::set(&i.to_le_bytes(), &[i as u8; 300]);
+    }
+    gpucache_egl_shutdown();
+    configure_dir();
+    let preloaded = || gpucache::egl::current().unwrap().cache().stats().preloaded;
+    // Time enough for a preload started by the open to read 6 KB.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(preloaded(), 0, "the preload started before the install");
+    fake_egl(Some(c"EGL_ANDROID_blob_cache"), Some(c"Mesa Project"));
+    assert_eq!(install_fake(fake_display(9)), GPUCACHE_OK);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while preloaded() < 20 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    assert_eq!(preloaded(), 20, "the install did not start the preload");
+    gpucache_egl_shutdown();
+}

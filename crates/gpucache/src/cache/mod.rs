@@ -66,6 +66,7 @@ pub struct CacheBuilder {
     open_table_min_entries: u64,
     write_queue_bytes: u64,
     preload: bool,
+    preload_at_first_use: bool,
     tiers: Vec<Arc<dyn Tier>>,
     dir_access: DirAccess,
     allow_foreign_owner: bool,
@@ -91,6 +92,7 @@ impl CacheBuilder {
             open_table_min_entries: DEFAULT_OPEN_TABLE_MIN_ENTRIES,
             write_queue_bytes: 64 << 20,
             preload: true,
+            preload_at_first_use: false,
             tiers: Vec::new(),
             dir_access: DirAccess::Private,
             allow_foreign_owner: false,
@@ -217,6 +219,19 @@ impl CacheBuilder {
         self
     }
 
+    /// Start the preload (and the write-behind thread) at the cache's first use instead of
+    /// as it opens: its first lookup, store or removal, [`Cache::start_preload`], or
+    /// [`Cache::wait_for_preload`]. For a cache opened ahead of work whose own reads the
+    /// preload would slow, and used right after it: a GL driver creating its context (on
+    /// slow storage every read of the process queues behind the preload's, and the driver
+    /// reads its libraries and its own cache then). A cache with a tier that has a read
+    /// budget still starts them as it opens (its reader hands late values to the writer).
+    /// Default `false`.
+    pub fn preload_at_first_use(mut self, on: bool) -> Self {
+        self.preload_at_first_use = on;
+        self
+    }
+
     /// Who may use the directories and files gpucache creates: [`DirAccess::Private`]
     /// (directories 0700, files 0600, whatever the umask) or [`DirAccess::Group`] (0770 and
     /// 0660, keeping the parent's setgid bit: a cache shared by a group on purpose). An
@@ -330,7 +345,7 @@ impl CacheBuilder {
             }
         }
         tiers.extend(self.tiers.iter().cloned());
-        cache.start(tiers);
+        cache.start(tiers, self.preload_at_first_use);
         Ok(cache)
     }
 
@@ -690,7 +705,14 @@ impl Cache {
         }
     }
 
-    /// Blocks until the start-up preload has finished.
+    /// Starts the preload and the write-behind thread now if they have not started (a cache
+    /// opened with [`CacheBuilder::preload_at_first_use`], or one whose first hit came
+    /// through the persisted table); otherwise does nothing.
+    pub fn start_preload(&self) {
+        self.started_writer();
+    }
+
+    /// Blocks until the start-up preload has finished (starting it if it has not started).
     pub fn wait_for_preload(&self) {
         self.started_writer();
         if let Some(preload) = self.built_preload() {

@@ -4,7 +4,8 @@
 //! A cache whose disk opened through the persisted table builds its writer and preload only
 //! at the first operation after its first lookup, or at its first store: its first hit
 //! builds nothing and spawns no thread (the two cost about 1.2 µs of a 30 µs open to first
-//! hit, the thread spawn 15-50 µs). Any other cache, and one with a slow tier (whose reader
+//! hit, the thread spawn 15-50 µs). One opened with `preload_at_first_use` builds and starts
+//! them at its first operation. Any other cache, and one with a slow tier (whose reader
 //! hands late values to the writer), builds and starts them as it opens.
 
 use std::sync::atomic::Ordering;
@@ -29,8 +30,9 @@ pub(super) struct Background {
 
 impl Cache {
     /// Sets up the lower tiers: their readers (slow tiers), and the writer and the preload,
-    /// built and started here unless the disk opened through the persisted table.
-    pub(super) fn start(&mut self, tiers: Vec<Arc<dyn Tier>>) {
+    /// built and started here unless the disk opened through the persisted table or `later`
+    /// (the preload at first use) says so.
+    pub(super) fn start(&mut self, tiers: Vec<Arc<dyn Tier>>, later: bool) {
         self.lower = tiers
             .into_iter()
             .map(|tier| Lower { tier, reader: None })
@@ -40,7 +42,7 @@ impl Cache {
         // A reader hands late values to the writer's queue, under the pending lock: the
         // writer is built and started before the readers (a spawn that fails runs the
         // preload's end inline, which takes that lock).
-        if !through_table || slow {
+        if !(through_table || later) || slow {
             self.started_writer();
         }
         for i in 0..self.lower.len() {
@@ -124,13 +126,17 @@ impl Cache {
         Some(writer)
     }
 
-    /// Builds and starts the writer (and with it the preload) at the first lookup after the
-    /// first one, where [`Cache::start`] left them unbuilt: the first lookup runs without.
+    /// Builds and starts the writer (and with it the preload) where [`Cache::start`] left
+    /// them unbuilt: at the first lookup after the first one for a disk opened through the
+    /// persisted table (the first lookup runs without), else at the first.
     pub(super) fn start_after_first_lookup(&self) {
         if self.looked_up.load(Ordering::Relaxed) {
             self.started_writer();
         } else {
             self.looked_up.store(true, Ordering::Relaxed);
+            if !self.disk.as_ref().is_some_and(|d| d.opened_through_table()) {
+                self.started_writer();
+            }
         }
     }
 

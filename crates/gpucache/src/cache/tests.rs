@@ -513,3 +513,95 @@ fn a_cache_left_to_exit_persists_everything_and_keeps_its_values_allocated() {
         }
     }
 }
+
+/// A builder that opens `dir` with the preload at first use, without the persisted table.
+fn at_first_use(dir: &Path) -> CacheBuilder {
+    Cache::builder()
+        .directory(dir)
+        .open_table_min_entries(u64::MAX)
+        .preload_at_first_use(true)
+}
+
+/// A directory holding `n` entries and no persisted table.
+fn without_table(n: u32) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = at_first_use(dir.path()).open().unwrap();
+    for i in 0..n {
+        cache.insert(&i.to_le_bytes(), vec![i as u8; 100]).unwrap();
+    }
+    drop(cache);
+    assert!(!dir.path().join("seg-table.hix").exists());
+    dir
+}
+
+#[test]
+fn a_preload_at_first_use_starts_at_the_first_lookup() {
+    let dir = without_table(50);
+    let cache = at_first_use(dir.path()).open().unwrap();
+    // Time enough for a preload started at the open to spawn and read 5 KB.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert!(cache.background.get().is_none(), "the open built them");
+    assert_eq!(cache.stats().preloaded, 0);
+    // The first lookup (unlike one through the table) starts them.
+    assert_eq!(
+        cache.get(&7u32.to_le_bytes()).as_deref(),
+        Some(&[7u8; 100][..])
+    );
+    assert!(writer_started(&cache));
+    cache.wait_for_preload();
+    assert_eq!(cache.stats().preloaded, 49, "all but the key looked up");
+    assert!(cache.memory().contains(&49u32.to_le_bytes()));
+}
+
+#[test]
+fn a_preload_at_first_use_starts_when_asked_or_at_a_store() {
+    let dir = without_table(50);
+    let cache = at_first_use(dir.path()).open().unwrap();
+    cache.start_preload();
+    assert!(writer_started(&cache));
+    cache.wait_for_preload();
+    assert_eq!(cache.stats().preloaded, 50);
+    // Asked again: nothing more happens.
+    cache.start_preload();
+    assert_eq!(cache.stats().preloaded, 50);
+    drop(cache);
+
+    let cache = at_first_use(dir.path()).open().unwrap();
+    let key = 7u32.to_le_bytes();
+    cache.insert(&key, vec![0xAA; 10]).unwrap();
+    assert!(writer_started(&cache));
+    // Out of memory before the preload gets there: the store must win all the same.
+    cache.memory().remove(&key);
+    cache.wait_for_preload();
+    assert_eq!(cache.stats().preloaded, 49);
+    assert!(
+        !cache.memory().contains(&key),
+        "the preload put back the old value"
+    );
+    assert_eq!(cache.get(&key).as_deref(), Some(&[0xAA; 10][..]));
+}
+
+#[test]
+fn a_preload_at_first_use_never_used_writes_nothing() {
+    let dir = without_table(50);
+    let listing = |d: &Path| {
+        let mut v: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (e.file_name(), e.metadata().unwrap().len())
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let before = listing(dir.path());
+    let cache = at_first_use(dir.path()).open().unwrap();
+    cache.flush().unwrap();
+    drop(cache);
+    assert_eq!(listing(dir.path()), before);
+    // And the entries are all there for the next process.
+    let cache = at_first_use(dir.path()).open().unwrap();
+    cache.wait_for_preload();
+    assert_eq!(cache.stats().preloaded, 50);
+}

@@ -56,10 +56,16 @@ impl Default for BlobCacheConfig {
 impl BlobCacheConfig {
     /// The defaults: a memory-only cache of 64 MiB (`max_memory_bytes`), 1 GiB on disk once
     /// a directory is set (`max_disk_bytes`, Mesa's default limit), values up to 4 MiB
-    /// (`max_value_size`), keys up to 4 KiB, miss-on-oversize off.
+    /// (`max_value_size`), keys up to 4 KiB, miss-on-oversize off, and the disk's preload
+    /// started at the first `get` or `set` ([`CacheBuilder::preload_at_first_use`]; the C
+    /// library's install starts it as it installs the callbacks): the cache is configured
+    /// before the driver creates its first context, which reads the driver's libraries and
+    /// its own cache, and on slow storage those reads would queue behind the preload's.
     pub fn new() -> Self {
         Self {
-            cache: CacheBuilder::new().max_value_size(4 << 20),
+            cache: CacheBuilder::new()
+                .max_value_size(4 << 20)
+                .preload_at_first_use(true),
             max_key_size: 4 << 10,
             miss_on_oversize: false,
         }

@@ -215,3 +215,41 @@ fn sets_over_the_value_limit_are_dropped_from_their_size() {
         4 << 20
     );
 }
+
+#[test]
+fn the_preload_waits_for_the_first_get_or_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = BlobCacheConfig::default().cache(|c| c.directory(dir.path()));
+    {
+        let c = BlobCache::new(config.clone()).unwrap();
+        for i in 0..20u32 {
+            c.set(&i.to_le_bytes(), &[i as u8; 300]);
+        }
+    }
+    for first_use in ["get", "set"] {
+        let c = BlobCache::new(config.clone()).unwrap();
+        // Time enough for a preload started by the open to read 6 KB.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(
+            c.cache().stats().preloaded,
+            0,
+            "started before the {first_use}"
+        );
+        let mut buf = [0u8; 300];
+        match first_use {
+            "get" => assert_eq!(c.get(&3u32.to_le_bytes(), &mut buf), 300),
+            _ => c.set(b"new", b"value"),
+        }
+        // Not `wait_for_preload`, which would start it: the get or set must have.
+        let expected = if first_use == "get" { 19 } else { 20 };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while c.cache().stats().preloaded < expected && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        assert_eq!(
+            c.cache().stats().preloaded,
+            expected,
+            "after the {first_use}"
+        );
+    }
+}
