@@ -335,7 +335,9 @@ pub unsafe extern "C" fn gpucache_egl_config_init(cfg: *mut gpucache_egl_config)
 /// Creates the process-global blob cache from `cfg` (NULL: the defaults, memory only),
 /// replacing any previous one (whose pending entries are persisted first). With a
 /// directory, values it holds from earlier runs are found at once; start-up reads only the
-/// index and loads values in the background.
+/// index, and values are loaded into memory in the background from `gpucache_egl_install`
+/// on (or from the first get or set, where the callbacks are installed another way), not
+/// while the driver creates its first context.
 ///
 /// Returns `GPUCACHE_OK`, `GPUCACHE_ERROR_INVALID_ARGUMENT` (bad `struct_size`, a NULL
 /// identity with a non-zero length, an identity over 64 KiB, a bad `dir_access`),

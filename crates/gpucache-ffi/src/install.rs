@@ -158,11 +158,6 @@ unsafe fn install(
         // SAFETY: eglGetError takes no arguments; this clears the thread's pending error.
         unsafe { get_error() };
     }
-    // The driver's own start-up reads are done (its first context exists) and its lookups
-    // come next: the blob cache's preload starts now (`preload_at_first_use`).
-    if let Some(cache) = gpucache::egl::current() {
-        cache.cache().start_preload();
-    }
     // SAFETY: the display advertises the extension, so the entry point is implemented; the
     // callbacks have exactly the extension's types and live as long as the process.
     unsafe { set_funcs(display, gpucache_egl_set, gpucache_egl_get) };
@@ -181,6 +176,12 @@ unsafe fn install(
                 "eglSetBlobCacheFuncsANDROID failed with EGL error 0x{error:04X}"
             )));
         }
+    }
+    // Installed: the driver's own start-up reads are done (its first context exists) and its
+    // lookups come next, so the blob cache's preload starts now (`preload_at_first_use`).
+    // A failed install leaves it unstarted: that cache may never be asked.
+    if let Some(cache) = gpucache::egl::current() {
+        cache.cache().start_preload();
     }
     Ok(())
 }

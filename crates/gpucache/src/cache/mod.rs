@@ -220,8 +220,8 @@ impl CacheBuilder {
     }
 
     /// Start the preload (and the write-behind thread) at the cache's first use instead of
-    /// as it opens: its first lookup, store or removal, [`Cache::start_preload`], or
-    /// [`Cache::wait_for_preload`]. For a cache opened ahead of work whose own reads the
+    /// as it opens: its first lookup, store, removal, clear or compaction,
+    /// [`Cache::start_preload`], or [`Cache::wait_for_preload`]. For a cache opened ahead of work whose own reads the
     /// preload would slow, and used right after it: a GL driver creating its context (on
     /// slow storage every read of the process queues behind the preload's, and the driver
     /// reads its libraries and its own cache then). A cache with a tier that has a read
@@ -394,7 +394,8 @@ pub struct Cache {
     disk: Option<Arc<DiskTier>>,
     lower: Vec<Lower>,
     /// The writer and the preload, built as the cache opens or, where the disk opened
-    /// through the persisted table, at the first operation after the first lookup.
+    /// through the persisted table, at the first operation after the first lookup, or,
+    /// with `preload_at_first_use` (no table), at the first operation.
     background: OnceLock<Background>,
     preload_enabled: bool,
     write_queue_bytes: u64,
@@ -403,7 +404,8 @@ pub struct Cache {
     pending: Arc<Pending>,
     /// Lookups answered from a write not yet in the lower tiers.
     pending_hits: Counter,
-    /// A lookup has begun (the writer starts at the next one, if it has not yet).
+    /// A lookup has begun (after an open through the table the writer starts at the next
+    /// one, if it has not yet; otherwise at this one).
     looked_up: AtomicBool,
     disk_error: Option<String>,
 }

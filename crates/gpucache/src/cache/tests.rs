@@ -549,7 +549,13 @@ fn a_preload_at_first_use_starts_at_the_first_lookup() {
     );
     assert!(writer_started(&cache));
     cache.wait_for_preload();
-    assert_eq!(cache.stats().preloaded, 49, "all but the key looked up");
+    // All but the key looked up, unless the preload got to it first (it starts before the
+    // lookup reads memory).
+    assert!(
+        (49..=50).contains(&cache.stats().preloaded),
+        "{}",
+        cache.stats().preloaded
+    );
     assert!(cache.memory().contains(&49u32.to_le_bytes()));
 }
 
@@ -573,7 +579,8 @@ fn a_preload_at_first_use_starts_when_asked_or_at_a_store() {
     // Out of memory before the preload gets there: the store must win all the same.
     cache.memory().remove(&key);
     cache.wait_for_preload();
-    assert_eq!(cache.stats().preloaded, 49);
+    // The preload starts before the store is recorded, and may have read the key first.
+    assert!((49..=50).contains(&cache.stats().preloaded));
     assert!(
         !cache.memory().contains(&key),
         "the preload put back the old value"
