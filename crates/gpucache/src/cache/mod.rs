@@ -221,12 +221,12 @@ impl CacheBuilder {
 
     /// Start the preload (and the write-behind thread) at the cache's first use instead of
     /// as it opens: its first lookup, store, removal, clear or compaction,
-    /// [`Cache::start_preload`], or [`Cache::wait_for_preload`]. For a cache opened ahead of work whose own reads the
-    /// preload would slow, and used right after it: a GL driver creating its context (on
-    /// slow storage every read of the process queues behind the preload's, and the driver
-    /// reads its libraries and its own cache then). A cache with a tier that has a read
-    /// budget still starts them as it opens (its reader hands late values to the writer).
-    /// Default `false`.
+    /// [`Cache::start_preload`], or [`Cache::wait_for_preload`]. For a cache opened ahead
+    /// of work whose own reads the preload would slow, and used right after it: a GL driver
+    /// creating its context (on slow storage every read of the process queues behind the
+    /// preload's, and the driver reads its libraries and its own cache then). A cache with
+    /// a tier that has a read budget still starts them as it opens (its reader hands late
+    /// values to the writer). Default `false`.
     pub fn preload_at_first_use(mut self, on: bool) -> Self {
         self.preload_at_first_use = on;
         self
