@@ -160,6 +160,10 @@ fn hybrid_run(home: &Path, cache: &Path) -> RunReport {
     RunReport::parse(&String::from_utf8_lossy(&out.stdout)).unwrap()
 }
 
+/// At most this many shaders are compiled inside `eglCreateContext` on Mesa 25 llvmpipe
+/// (its blit and clear shaders; 1.2-1.8 KB in Mesa's files).
+const CONTEXT_SHADERS: u64 = 3;
+
 #[test]
 fn the_hybrid_keeps_context_shaders_in_mesa_files_inside_gpucache_and_programs_in_gpucache() {
     let tmp = tempfile::tempdir().unwrap();
@@ -195,12 +199,19 @@ fn the_hybrid_keeps_context_shaders_in_mesa_files_inside_gpucache_and_programs_i
     let second = hybrid_run(tmp.path(), &cache);
     assert_eq!(second.linked, 5);
     assert!(second.gets >= 5, "{second:?}");
+    // No program was compiled again: every lookup hit.
     assert_eq!(second.hits, second.gets, "every get hits: {second:?}");
-    assert_eq!(second.sets, 0, "nothing compiled again: {second:?}");
     // Mesa writes its entries from a queue that checks for callbacks when it runs: an entry
     // context creation compiled in the first process may have gone to gpucache instead (if
-    // the queue ran after the install), and the second process then stores it in Mesa's
-    // files. Either way Mesa's files keep only context creation's few shaders.
+    // the queue ran after the install), and the second process then compiles it again during
+    // context creation (before any callback) and stores it in Mesa's files, or, when its
+    // queue too runs after the install (a loaded machine), in gpucache. So the second
+    // process may store context creation's few shaders, never a program's (those all hit).
+    assert!(
+        second.sets <= CONTEXT_SHADERS,
+        "only context creation's shaders are stored again: {second:?}"
+    );
+    // Either way Mesa's files keep only context creation's few shaders.
     let mesa_after = std::fs::metadata(&db).unwrap().len();
     assert!(
         mesa_after * 4 < gpucache_bytes,
