@@ -63,6 +63,7 @@ fn child_crash_writer() {
     let mut rng = Rng::new(env_u64("GPUCACHE_SEED"));
     let cache = builder(Path::new(&dir))
         .preload(rng.percent(50))
+        .preload_at_first_use(rng.percent(50))
         .open()
         .unwrap();
     if let Some(e) = cache.disk_error() {
@@ -206,7 +207,13 @@ fn kill_children_at_random(test: &str, iterations: u64, mode_of: impl Fn(u64) ->
 /// a new segment is created).
 fn check_after_crash(dir: &Path, it: u64, seed: u64, tally: &mut Tally) {
     let preload = it.is_multiple_of(2);
-    let cache = builder(dir).preload(preload).open().unwrap();
+    // Every fourth iteration defers the preload to the first use (the EGL blob cache's way);
+    // `wait_for_preload` below starts it.
+    let cache = builder(dir)
+        .preload(preload)
+        .preload_at_first_use(it % 4 == 2)
+        .open()
+        .unwrap();
     assert!(
         cache.disk_error().is_none(),
         "iteration {it}: the directory does not open after a crash (seed {seed}): {:?}",
