@@ -28,6 +28,7 @@
 //! (racing readers may bump them): it tolerates an approximate sum.
 
 mod climber;
+mod regret;
 mod sketch;
 #[cfg(test)]
 mod tests;
@@ -37,6 +38,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use super::list::{Links, Queue};
 use super::{EntryId, EvictionPolicy};
 use climber::Climber;
+use regret::{Loser, Regret};
 use sketch::Sketch;
 
 /// Pending hits saturate here: a hot entry stops writing its count (its cache line stays
@@ -109,6 +111,8 @@ pub struct TinyLfu {
     weights: [u64; 4],
     sketch: Sketch,
     climber: Climber,
+    /// Learns from the contests' losers how strict admission should be.
+    regret: Regret,
     /// Set by the first eviction: until then the cache is filling, and entries leaving the
     /// window go straight to probation without a contest.
     full: bool,
@@ -200,9 +204,8 @@ impl TinyLfu {
     /// (folded plus still pending: a scan of the pending counts, cheap against the misses
     /// between probes) and hands both to the climber. Hits alone cannot drive the count:
     /// they arrive under a shared lock.
-    fn count_miss(&mut self) {
+    fn count_miss(&mut self, len: u64) {
         self.misses_since_probe += 1;
-        let len = self.len() as u64;
         if self.misses_since_probe < (len / 8).max(16) {
             return;
         }
@@ -215,7 +218,10 @@ impl TinyLfu {
         let hits = counted.saturating_sub(self.counted_at_probe);
         self.counted_at_probe = counted;
         let misses = std::mem::take(&mut self.misses_since_probe);
-        if self.climber.record(hits, misses, 10 * len) {
+        if self
+            .climber
+            .record(hits, misses, 10 * len, self.regret.wants_recency())
+        {
             // The hit rate fell sharply: the workload changed, so age the old popularity
             // now rather than over the next samples, letting the new keys win admission.
             self.sketch.halve();
@@ -267,19 +273,22 @@ impl TinyLfu {
     /// only when it is requested more than all of them.
     fn admits(&self, candidate: EntryId, victim: EntryId) -> bool {
         let c = self.meta[candidate as usize];
-        let fc = self.sketch.estimate(c.key_hash);
+        // The learnt bias (admission regret) moves the bar: up after a change of working
+        // set, below TinyLFU's on Zipf.
+        let fc = self.sketch.estimate(c.key_hash) as f64 + self.regret.bias();
+        let beats = |freq: u64| fc > (freq + ADMIT_MARGIN) as f64;
         let probation = &self.queues[Place::Probation as usize];
         let (mut weight, mut freq, mut at) = (0u64, 0u64, Some(victim));
         for _ in 0..MAX_VICTIMS {
             let Some(v) = at else { break };
             weight += self.meta[v as usize].weight;
             freq += self.accesses(v);
-            if weight >= c.weight || fc <= freq + ADMIT_MARGIN {
+            if weight >= c.weight || !beats(freq) {
                 break;
             }
             at = probation.next(&self.links, v);
         }
-        fc > freq + ADMIT_MARGIN
+        beats(freq)
     }
 
     /// Whether an older candidate, which joins probation without a contest (only the
@@ -374,6 +383,7 @@ impl TinyLfu {
             + self.pending.capacity()
             + self.links.heap_bytes()
             + self.sketch.words() * std::mem::size_of::<u64>()
+            + self.regret.heap_bytes()
     }
 
     /// Checks the invariants in the module documentation and the sketch's and climber's
@@ -402,6 +412,7 @@ impl TinyLfu {
         );
         self.sketch.validate();
         self.climber.validate();
+        self.regret.validate();
     }
 }
 
@@ -425,7 +436,10 @@ impl EvictionPolicy for TinyLfu {
         self.queues[Place::Window as usize].push_back(&mut self.links, id);
         self.weights[Place::Window as usize] += weight;
         self.note_weight(weight);
-        if self.sketch.ensure_capacity(self.len()) {
+        let len = self.len();
+        if self.sketch.ensure_capacity(len) {
+            // The regret table grows with the sketch (both forget then).
+            self.regret.resize(len);
             // A grown sketch starts empty: count every stored key once again, so that the
             // entries kept so far do not lose their contests to newcomers.
             let Self {
@@ -443,8 +457,10 @@ impl EvictionPolicy for TinyLfu {
                 });
             }
         }
+        // A miss: a recent contest loser coming back teaches admission.
+        self.regret.returned(key_hash, len as u64);
         self.sketch.increment(key_hash, 1);
-        self.count_miss();
+        self.count_miss(len as u64);
         self.rebalance();
     }
 
@@ -522,12 +538,14 @@ impl EvictionPolicy for TinyLfu {
             let loser = match (candidate, victim) {
                 (Some(c), Some(v)) => {
                     self.fold(c);
-                    if self.admits(c, v) {
+                    let (loser, kind) = if self.admits(c, v) {
                         self.relocate(c, Place::Probation);
-                        v
+                        (v, Loser::Displaced)
                     } else {
-                        c
-                    }
+                        (c, Loser::Rejected)
+                    };
+                    self.regret.note(self.meta[loser as usize].key_hash, kind);
+                    loser
                 }
                 (Some(c), None) => {
                     // Main is empty: admit without a contest and look again.

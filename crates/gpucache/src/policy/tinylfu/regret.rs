@@ -1,0 +1,263 @@
+//! Admission regret: remembers the recent losers of admission contests and learns from
+//! their return how strict the contest should be.
+//!
+//! Every contest has a loser: the candidate (*rejected*) or the probation entry it displaced
+//! (*displaced*). A rejected key requested again within a while says the contest was too
+//! strict (admitted, that request might have hit); a displaced key requested again says it
+//! was too lenient. Each such return moves an admission *bias*, added to the candidate's
+//! estimate, by a small step up or down: ARC's learning from ghost hits, applied to
+//! TinyLFU's filter. The steps are weighted by how common the other kind of loser is
+//! (rejections far outnumber displacements), so the bias settles where a rejected key is
+//! as likely to return as a displaced one.
+//!
+//! What it buys: after a change of working set, or while the popular keys slide, the new
+//! keys lose their contests against stale counts, return at once, and open the door within
+//! a few thousand requests rather than at the next sketch aging; on Zipf the bias rests at
+//! its strict end; on loops the two kinds return alike and it stays near zero. A bias that
+//! keeps rising also tells the window's climber that recency pays ([`Regret::wants_recency`]).
+//!
+//! Losers are kept in a direct-mapped table of two 32-bit words per tracked key (a tag of
+//! the key, the kind, and when the contest was): a collision forgets the older loser, and a
+//! tag shared by chance (one in 65,536) reads as a return; either only blurs the evidence a
+//! little. O(1) per contest and per miss: one word read and one written, in a table of 8
+//! bytes per entry.
+
+/// The bias's bounds, in sketch counts. Below zero the contest is stricter than TinyLFU's
+/// (Zipf rests there); the top is where every candidate is nearly always admitted.
+const MIN_BIAS: f32 = -1.0;
+const MAX_BIAS: f32 = 8.0;
+/// A return moves the bias by this much (in counts), times the other kind's share.
+const STEP: f32 = 1.0 / 32.0;
+/// Weight of each contest in the moving share of displacements among the losers.
+const SHARE_WEIGHT: f32 = 1.0 / 4096.0;
+/// The bias acts in steps of 1/`GRAIN` counts. Estimates are whole counts, so any positive
+/// bias lets a candidate win a tie; rounded, a bias within 1/(2 `GRAIN`) of zero leaves ties
+/// to the resident, which loops need (they hover there: unrounded, loop-2x at 5,000 entries
+/// lost 0.01 of the best peer's hits, and the mean over `phase_eval`'s rows 0.0014).
+const GRAIN: f32 = 16.0;
+/// From this bias on, recency pays: the window's climber, resting at its smallest window,
+/// tries a larger one (the drifting traces' best window is large; loops and Zipf, which
+/// want the smallest, keep a bias near or below zero).
+const RECENCY_BIAS: f32 = 2.0;
+
+/// Bit of a table word that marks a displaced loser (clear: rejected).
+const DISPLACED: u32 = 1 << 15;
+/// A word's low 15 bits: the contest's epoch (its sequence number shifted right by
+/// `Regret::shift`), wrapping. The horizon spans at most 2^13 epochs, so ages up to it are
+/// exact; a loser older than the wrap may read as recent, which only adds a little noise.
+const EPOCH_MASK: u32 = (1 << 15) - 1;
+/// The most epochs a horizon spans.
+const HORIZON_EPOCHS: u32 = 1 << 13;
+
+/// Who lost a contest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Loser {
+    /// The candidate: refused admission.
+    Rejected,
+    /// The probation entry the candidate displaced.
+    Displaced,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Regret {
+    /// Direct-mapped by key hash: tag (high 16 bits, never zero), kind (bit 15) and the
+    /// contest's epoch (low 15 bits); zero is empty. Invariant: empty or a power of two long.
+    table: Box<[u32]>,
+    /// Contests noted so far (wrapping: a wrap blurs one horizon's ages).
+    seq: u32,
+    /// Epochs are `seq >> shift`: sized so that a horizon of one contest per tracked key
+    /// spans at most [`HORIZON_EPOCHS`].
+    shift: u8,
+    /// Added to a candidate's estimate, in counts. Invariant: within the bounds.
+    bias: f32,
+    /// Moving share of displacements among the contests' losers.
+    displaced_share: f32,
+}
+
+impl Regret {
+    /// Sizes the table for `keys` tracked keys (the sketch's growth calls it, so it happens
+    /// O(log n) times); growing forgets every loser.
+    pub(super) fn resize(&mut self, keys: usize) {
+        let want = (keys.max(32) * 2).next_power_of_two();
+        if self.table.len() < want {
+            self.table = vec![0; want].into_boxed_slice();
+            // Horizons are at most the tracked keys, fewer than half the table.
+            let epochs_per_horizon = (want / 2).div_ceil(HORIZON_EPOCHS as usize);
+            self.shift = epochs_per_horizon.next_power_of_two().trailing_zeros() as u8;
+        }
+    }
+
+    /// The bias to add to a candidate's estimate (rounded to the grain).
+    pub(super) fn bias(&self) -> f64 {
+        f64::from((self.bias * GRAIN).round() / GRAIN)
+    }
+
+    /// Whether the bias says recency pays (see [`RECENCY_BIAS`]).
+    pub(super) fn wants_recency(&self) -> bool {
+        self.bias >= RECENCY_BIAS
+    }
+
+    /// Remembers that `key_hash` lost a contest as `kind`.
+    pub(super) fn note(&mut self, key_hash: u64, kind: Loser) {
+        if self.table.is_empty() {
+            return;
+        }
+        self.seq = self.seq.wrapping_add(1);
+        let displaced = kind == Loser::Displaced;
+        self.displaced_share +=
+            SHARE_WEIGHT * (f32::from(u8::from(displaced)) - self.displaced_share);
+        let i = self.index(key_hash);
+        let kind_bit = if displaced { DISPLACED } else { 0 };
+        self.table[i] = (tag(key_hash) << 16) | kind_bit | self.epoch();
+    }
+
+    /// `key_hash` was requested and missed: if it lost a contest within the last `horizon`
+    /// contests, move the bias (up for a rejected key, down for a displaced one).
+    pub(super) fn returned(&mut self, key_hash: u64, horizon: u64) {
+        if self.table.is_empty() {
+            return;
+        }
+        let i = self.index(key_hash);
+        let word = self.table[i];
+        if word >> 16 != tag(key_hash) {
+            return;
+        }
+        self.table[i] = 0;
+        let age = self.epoch().wrapping_sub(word) & EPOCH_MASK;
+        if u64::from(age) > horizon >> self.shift {
+            return;
+        }
+        // Weighted by the other kind's share: at rest, returns per loser are equal.
+        self.bias = if word & DISPLACED == 0 {
+            (self.bias + STEP * self.displaced_share).min(MAX_BIAS)
+        } else {
+            (self.bias - STEP * (1.0 - self.displaced_share)).max(MIN_BIAS)
+        };
+    }
+
+    /// The table's heap bytes (memory accounting).
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.table.len() * std::mem::size_of::<u32>()
+    }
+
+    fn epoch(&self) -> u32 {
+        (self.seq >> self.shift) & EPOCH_MASK
+    }
+
+    fn index(&self, key_hash: u64) -> usize {
+        // Its own mixing, so that the slot does not follow the sketch's or the store's bits.
+        let h = key_hash.wrapping_mul(0xA076_1D64_78BD_642F);
+        (h >> 17) as usize & (self.table.len() - 1)
+    }
+
+    #[cfg(any(test, fuzzing))]
+    pub(super) fn validate(&self) {
+        assert!(
+            self.table.is_empty() || self.table.len().is_power_of_two(),
+            "regret table of {} words",
+            self.table.len()
+        );
+        assert!(
+            (MIN_BIAS..=MAX_BIAS).contains(&self.bias),
+            "admission bias {} out of bounds",
+            self.bias
+        );
+        assert!(
+            (0.0..=1.0).contains(&self.displaced_share),
+            "displaced share {}",
+            self.displaced_share
+        );
+    }
+}
+
+/// A key's tag: the top 16 bits of its hash, never zero (zero marks an empty slot). The
+/// slot comes from other bits ([`Regret::index`] takes them after its own mixing).
+fn tag(key_hash: u64) -> u32 {
+    (key_hash >> 48) as u32 | 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hash(i: u64) -> u64 {
+        i.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
+
+    fn filled() -> Regret {
+        let mut r = Regret::default();
+        r.resize(1000);
+        r
+    }
+
+    #[test]
+    fn returning_rejections_raise_the_bias_and_displacements_lower_it() {
+        let mut r = filled();
+        // One displacement in ten losers, as after a change of working set.
+        for round in 0..2000u64 {
+            for i in 0..9 {
+                r.note(hash(round * 10 + i), Loser::Rejected);
+            }
+            r.note(hash(round * 10 + 9), Loser::Displaced);
+            // The rejected keys come back; the displaced one does not.
+            for i in 0..9 {
+                r.returned(hash(round * 10 + i), 1000);
+            }
+            r.validate();
+        }
+        assert!(r.wants_recency(), "bias {}", r.bias);
+        for round in 0..4000u64 {
+            r.note(hash(1 << 40 | round), Loser::Displaced);
+            r.returned(hash(1 << 40 | round), 1000);
+            r.validate();
+        }
+        assert_eq!(r.bias, MIN_BIAS);
+    }
+
+    #[test]
+    fn balanced_returns_keep_the_bias_near_rest() {
+        let mut r = filled();
+        // Nine rejections to one displacement; first without returns (the share of
+        // displacements settles), then each kind returning at the same rate per loser.
+        for round in 0..80_000u64 {
+            let kind = if round % 10 == 9 {
+                Loser::Displaced
+            } else {
+                Loser::Rejected
+            };
+            r.note(hash(round), kind);
+            if round >= 40_000 && round % 3 == 0 {
+                r.returned(hash(round), 1000);
+            }
+        }
+        assert!(r.bias.abs() < 0.5, "bias {}", r.bias);
+    }
+
+    #[test]
+    fn only_recent_and_remembered_losers_count() {
+        let mut r = filled();
+        for round in 0..1000u64 {
+            r.note(hash(round), Loser::Displaced);
+        }
+        // An unknown key, and a loser older than the horizon, move nothing.
+        r.returned(hash(1 << 50), 10);
+        r.returned(hash(0), 10);
+        assert_eq!(r.bias, 0.0);
+        // A loser counts once: its slot is cleared.
+        r.returned(hash(999), 10);
+        let after = r.bias;
+        assert!(after < 0.0);
+        r.returned(hash(999), 10);
+        assert_eq!(r.bias, after);
+    }
+
+    #[test]
+    fn an_empty_table_ignores_everything() {
+        let mut r = Regret::default();
+        r.note(hash(1), Loser::Rejected);
+        r.returned(hash(1), 10);
+        assert_eq!(r.bias, 0.0);
+        assert_eq!(r.heap_bytes(), 0);
+        r.validate();
+    }
+}
