@@ -15,8 +15,9 @@ use crate::{Error, InsertMode, Result};
 
 /// Bytes charged per entry on top of its key and value: the slot (88 B, keys of up to 32 B
 /// inline), the index bucket and control byte at the table's maximum load (6 B), the policy's
-/// bookkeeping (W-TinyLFU, the largest: 24 B metadata, 8 B links, 1 B pending hits and 16 B
-/// of frequency sketch, up to 32 B after rounding its table up to a power of two), allocator
+/// bookkeeping (W-TinyLFU, the largest: 24 B metadata, 8 B links, 1 B pending hits, 16 B of
+/// frequency sketch and 4 B of admission regret, up to 32 B and 8 B after rounding their
+/// tables up to a power of two), allocator
 /// headers for a long key and the value (32 B), the free-list id (4 B), and the average slack
 /// of the growing slot vector and index. A unit test checks it covers the static sizes.
 pub const ENTRY_OVERHEAD: u64 = 192;
@@ -365,12 +366,12 @@ mod tests {
     fn overhead_covers_the_static_sizes() {
         use std::mem::size_of;
         // Slot + index bucket at 7/8 load + one control byte + policy metadata and links
-        // (W-TinyLFU, the largest: 24 B meta, 8 B links, 1 B pending hits, 16 B sketch at
-        // least) + two allocator headers of 16 B.
+        // (W-TinyLFU, the largest: 24 B meta, 8 B links, 1 B pending hits, 16 B sketch and
+        // 4 B regret table at least) + two allocator headers of 16 B.
         // A bucket holds one id; the table keeps at most 7 of every 8 buckets full.
         let bucket = size_of::<EntryId>();
         let index_bucket = bucket + bucket.div_ceil(7) + 1;
-        let policy = 24 + 8 + 1 + 16;
+        let policy = 24 + 8 + 1 + 16 + 4;
         let alloc_headers = 2 * 16;
         let free_list = size_of::<EntryId>();
         let need = size_of::<Option<Slot>>() + index_bucket + policy + alloc_headers + free_list;

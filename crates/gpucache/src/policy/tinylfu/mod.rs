@@ -15,6 +15,12 @@
 //! weights the victim may instead be a heavier probation entry near the front that the
 //! oldest one dominates (heavier, requested no more often: [`TinyLfu::heavier_victim`]).
 //!
+//! How high the admission bar stands is learnt ([`regret`]): the contests' recent losers
+//! are remembered, and a rejected candidate requested again lowers the bar a little, a
+//! displaced victim requested again raises it. After a change of working set the bar drops
+//! within a few thousand requests instead of waiting for the sketch to age; on Zipf it
+//! stands one count above TinyLFU's.
+//!
 //! Hits are recorded under a shared lock: a hit only bumps the entry's atomic count of
 //! pending hits. Queues are therefore CLOCK-ordered rather than strictly LRU: an entry
 //! reaching the front of its queue with pending hits gets its second chance (moved to the
@@ -268,15 +274,15 @@ impl TinyLfu {
     /// Whether the candidate should displace the victim and, if it weighs more, the
     /// probation entries behind the victim that it would also push out (at most
     /// [`MAX_VICTIMS`]): it must be estimated more accesses than all of them together, plus
-    /// [`ADMIT_MARGIN`]. Near-ties keep the victims, which are already in main; that is what
-    /// keeps a loop's resident part stable. One large entry thus displaces many small ones
-    /// only when it is requested more than all of them.
+    /// [`ADMIT_MARGIN`], less the credit that admission regret has learnt ([`regret`]: -1
+    /// on Zipf, 0 on loops, more after a change of working set). Near-ties keep the victims,
+    /// which are already in main, unless the credit says otherwise; that is what keeps a
+    /// loop's resident part stable. One large entry thus displaces many small ones only when
+    /// it is requested more than all of them.
     fn admits(&self, candidate: EntryId, victim: EntryId) -> bool {
         let c = self.meta[candidate as usize];
-        // The learnt bias (admission regret) moves the bar: up after a change of working
-        // set, below TinyLFU's on Zipf.
-        let fc = self.sketch.estimate(c.key_hash) as f64 + self.regret.bias();
-        let beats = |freq: u64| fc > (freq + ADMIT_MARGIN) as f64;
+        let fc = self.sketch.estimate(c.key_hash) as i64 + self.regret.credit();
+        let beats = |freq: u64| fc > (freq + ADMIT_MARGIN) as i64;
         let probation = &self.queues[Place::Probation as usize];
         let (mut weight, mut freq, mut at) = (0u64, 0u64, Some(victim));
         for _ in 0..MAX_VICTIMS {
@@ -376,8 +382,8 @@ impl TinyLfu {
         self.climber.share()
     }
 
-    /// Heap bytes the policy holds now: per-id metadata, links and pending counts, and the
-    /// sketch (the figure reported as policy memory per entry).
+    /// Heap bytes the policy holds now: per-id metadata, links and pending counts, the
+    /// sketch and the regret table (the figure reported as policy memory per entry).
     pub fn heap_bytes(&self) -> usize {
         self.meta.capacity() * std::mem::size_of::<Meta>()
             + self.pending.capacity()

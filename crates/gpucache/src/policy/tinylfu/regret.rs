@@ -2,39 +2,43 @@
 //! their return how strict the contest should be.
 //!
 //! Every contest has a loser: the candidate (*rejected*) or the probation entry it displaced
-//! (*displaced*). A rejected key requested again within a while says the contest was too
-//! strict (admitted, that request might have hit); a displaced key requested again says it
-//! was too lenient. Each such return moves an admission *bias*, added to the candidate's
-//! estimate, by a small step up or down: ARC's learning from ghost hits, applied to
-//! TinyLFU's filter. The steps are weighted by how common the other kind of loser is
-//! (rejections far outnumber displacements), so the bias settles where a rejected key is
-//! as likely to return as a displaced one.
+//! (*displaced*). A rejected key requested again soon says the contest was too strict
+//! (admitted, that request might have hit); a displaced key requested again says it was too
+//! lenient. Each such return moves an admission *bias* a small step up or down: ARC's
+//! learning from ghost hits, applied to TinyLFU's filter. The steps are weighted by how
+//! common the other kind of loser is (rejections far outnumber displacements), so the bias
+//! settles where a rejected key is as likely to return as a displaced one.
+//!
+//! The bias is continuous; the contest takes the whole counts it has passed
+//! ([`Regret::credit`]), added to the candidate's estimate (estimates are whole counts, so
+//! only whole steps change a contest). At -1 the bar is one count above TinyLFU's, at +1 a
+//! candidate wins ties, and so on.
 //!
 //! What it buys: after a change of working set, or while the popular keys slide, the new
-//! keys lose their contests against stale counts, return at once, and open the door within
-//! a few thousand requests rather than at the next sketch aging; on Zipf the bias rests at
-//! its strict end; on loops the two kinds return alike and it stays near zero. A bias that
-//! keeps rising also tells the window's climber that recency pays ([`Regret::wants_recency`]).
+//! keys lose their contests against stale counts, return at once, and lower the bar within
+//! a few thousand requests rather than at the next sketch aging. On Zipf the bias sits at
+//! or just above its strict end; on loops the two kinds return alike and it stays near
+//! zero. A bias of [`RECENCY_BIAS`] or more also tells the window's climber that recency
+//! pays ([`Regret::wants_recency`]).
 //!
-//! Losers are kept in a direct-mapped table of two 32-bit words per tracked key (a tag of
-//! the key, the kind, and when the contest was): a collision forgets the older loser, and a
-//! tag shared by chance (one in 65,536) reads as a return; either only blurs the evidence a
-//! little. O(1) per contest and per miss: one word read and one written, in a table of 8
-//! bytes per entry.
+//! Losers are kept in a direct-mapped table of one 32-bit word per tracked key (a tag of the
+//! key, the kind, and when the contest was): a collision forgets the older loser, and a tag
+//! matched by chance (about one in 32,768) reads as a return; either only blurs the evidence
+//! a little. O(1) per contest and per miss: one word read and one written, in a table of
+//! 4-8 bytes per entry.
 
-/// The bias's bounds, in sketch counts. Below zero the contest is stricter than TinyLFU's
-/// (Zipf rests there); the top is where every candidate is nearly always admitted.
+/// The bias's bounds, in sketch counts: from one count stricter than TinyLFU (Zipf sits
+/// there) to nearly every candidate admitted.
 const MIN_BIAS: f32 = -1.0;
 const MAX_BIAS: f32 = 8.0;
 /// A return moves the bias by this much (in counts), times the other kind's share.
 const STEP: f32 = 1.0 / 32.0;
 /// Weight of each contest in the moving share of displacements among the losers.
 const SHARE_WEIGHT: f32 = 1.0 / 4096.0;
-/// The bias acts in steps of 1/`GRAIN` counts. Estimates are whole counts, so any positive
-/// bias lets a candidate win a tie; rounded, a bias within 1/(2 `GRAIN`) of zero leaves ties
-/// to the resident, which loops need (they hover there: unrounded, loop-2x at 5,000 entries
-/// lost 0.01 of the best peer's hits, and the mean over `phase_eval`'s rows 0.0014).
-const GRAIN: f32 = 16.0;
+/// How far the bias must pass a whole count before the contest takes it. Without the slack
+/// a bias hovering at zero (loops) let candidates win ties on every small step up, and
+/// loop-2x at 5,000 entries lost 0.01 of the best peer's hits (`phase_eval`'s mean 0.0014).
+const SLACK: f32 = 1.0 / 32.0;
 /// From this bias on, recency pays: the window's climber, resting at its smallest window,
 /// tries a larger one (the drifting traces' best window is large; loops and Zipf, which
 /// want the smallest, keep a bias near or below zero).
@@ -75,21 +79,24 @@ pub(super) struct Regret {
 }
 
 impl Regret {
-    /// Sizes the table for `keys` tracked keys (the sketch's growth calls it, so it happens
+    /// Sizes the table for `keys` tracked keys, one word each (rounded up to a power of two
+    /// and at least 64, as the sketch is: the sketch's growth calls this, so it happens
     /// O(log n) times); growing forgets every loser.
     pub(super) fn resize(&mut self, keys: usize) {
-        let want = (keys.max(32) * 2).next_power_of_two();
+        let want = keys.max(64).next_power_of_two();
         if self.table.len() < want {
             self.table = vec![0; want].into_boxed_slice();
-            // Horizons are at most the tracked keys, fewer than half the table.
-            let epochs_per_horizon = (want / 2).div_ceil(HORIZON_EPOCHS as usize);
-            self.shift = epochs_per_horizon.next_power_of_two().trailing_zeros() as u8;
+            // A horizon is at most the tracked keys, at most the table's length: one epoch
+            // per 2^shift contests keeps it within HORIZON_EPOCHS.
+            let contests_per_epoch = want.div_ceil(HORIZON_EPOCHS as usize);
+            self.shift = contests_per_epoch.next_power_of_two().trailing_zeros() as u8;
         }
     }
 
-    /// The bias to add to a candidate's estimate (rounded to the grain).
-    pub(super) fn bias(&self) -> f64 {
-        f64::from((self.bias * GRAIN).round() / GRAIN)
+    /// The whole counts added to a candidate's estimate: those the bias has passed by more
+    /// than [`SLACK`] (from -1 to 8).
+    pub(super) fn credit(&self) -> i64 {
+        (self.bias - SLACK).ceil() as i64
     }
 
     /// Whether the bias says recency pays (see [`RECENCY_BIAS`]).
@@ -181,18 +188,27 @@ mod tests {
     use super::*;
 
     fn hash(i: u64) -> u64 {
-        i.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        (i + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
     }
 
-    fn filled() -> Regret {
+    fn sized(keys: usize) -> Regret {
         let mut r = Regret::default();
-        r.resize(1000);
+        r.resize(keys);
         r
+    }
+
+    /// `n` keys from `from` on whose slots differ from `key`'s and from each other's.
+    fn others(r: &Regret, key: u64, from: u64, n: usize) -> Vec<u64> {
+        let mut taken = std::collections::HashSet::from([r.index(hash(key))]);
+        (from..)
+            .filter(|&k| taken.insert(r.index(hash(k))))
+            .take(n)
+            .collect()
     }
 
     #[test]
     fn returning_rejections_raise_the_bias_and_displacements_lower_it() {
-        let mut r = filled();
+        let mut r = sized(1000);
         // One displacement in ten losers, as after a change of working set.
         for round in 0..2000u64 {
             for i in 0..9 {
@@ -206,17 +222,19 @@ mod tests {
             r.validate();
         }
         assert!(r.wants_recency(), "bias {}", r.bias);
+        assert_eq!(r.credit(), 8);
         for round in 0..4000u64 {
             r.note(hash(1 << 40 | round), Loser::Displaced);
             r.returned(hash(1 << 40 | round), 1000);
             r.validate();
         }
         assert_eq!(r.bias, MIN_BIAS);
+        assert_eq!(r.credit(), -1);
     }
 
     #[test]
     fn balanced_returns_keep_the_bias_near_rest() {
-        let mut r = filled();
+        let mut r = sized(1000);
         // Nine rejections to one displacement; first without returns (the share of
         // displacements settles), then each kind returning at the same rate per loser.
         for round in 0..80_000u64 {
@@ -231,24 +249,66 @@ mod tests {
             }
         }
         assert!(r.bias.abs() < 0.5, "bias {}", r.bias);
+        assert_eq!(r.credit(), 0);
+    }
+
+    /// Notes `key` as displaced, then `later` other losers; returns how the bias moved when
+    /// `key` came back with a horizon of `horizon` contests.
+    fn moved_after(keys: usize, later: usize, horizon: u64) -> f32 {
+        let mut r = sized(keys);
+        r.note(hash(0), Loser::Displaced);
+        for k in others(&r, 0, 1, later) {
+            r.note(hash(k), Loser::Rejected);
+        }
+        let before = r.bias;
+        r.returned(hash(0), horizon);
+        r.validate();
+        r.bias - before
     }
 
     #[test]
-    fn only_recent_and_remembered_losers_count() {
-        let mut r = filled();
-        for round in 0..1000u64 {
-            r.note(hash(round), Loser::Displaced);
-        }
-        // An unknown key, and a loser older than the horizon, move nothing.
-        r.returned(hash(1 << 50), 10);
-        r.returned(hash(0), 10);
+    fn a_loser_counts_only_within_the_horizon() {
+        // Exact ages in a small table.
+        assert!(moved_after(1000, 100, 100) < 0.0);
+        assert_eq!(moved_after(1000, 101, 100), 0.0);
+        // In a large one contests are counted in epochs of 2^shift: still within and beyond.
+        let large = 1 << 20;
+        assert!(sized(large).shift > 0);
+        assert!(moved_after(large, 1000, 100_000) < 0.0);
+        assert_eq!(moved_after(large, 5000, 1000), 0.0);
+    }
+
+    #[test]
+    fn a_loser_counts_once_and_unknown_keys_not_at_all() {
+        let mut r = sized(1000);
+        r.note(hash(7), Loser::Displaced);
+        let stranger = others(&r, 7, 1 << 30, 1)[0];
+        r.returned(hash(stranger), 1000);
         assert_eq!(r.bias, 0.0);
-        // A loser counts once: its slot is cleared.
-        r.returned(hash(999), 10);
+        r.returned(hash(7), 1000);
         let after = r.bias;
         assert!(after < 0.0);
-        r.returned(hash(999), 10);
+        r.returned(hash(7), 1000);
         assert_eq!(r.bias, after);
+    }
+
+    #[test]
+    fn growing_forgets_the_losers_but_keeps_the_bias() {
+        let mut r = sized(100);
+        for k in 0..50 {
+            r.note(hash(k), Loser::Rejected);
+            r.note(hash(1000 + k), Loser::Displaced);
+            r.returned(hash(1000 + k), 1000);
+        }
+        let bias = r.bias;
+        assert!(bias < 0.0);
+        r.resize(10_000);
+        assert_eq!(r.heap_bytes(), 16_384 * 4);
+        for k in 0..50 {
+            r.returned(hash(k), 1000);
+        }
+        assert_eq!(r.bias, bias);
+        r.validate();
     }
 
     #[test]
@@ -257,6 +317,7 @@ mod tests {
         r.note(hash(1), Loser::Rejected);
         r.returned(hash(1), 10);
         assert_eq!(r.bias, 0.0);
+        assert_eq!(r.credit(), 0);
         assert_eq!(r.heap_bytes(), 0);
         r.validate();
     }
