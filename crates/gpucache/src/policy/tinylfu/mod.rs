@@ -230,7 +230,17 @@ impl TinyLfu {
         {
             // The hit rate fell sharply: the workload changed, so age the old popularity
             // now rather than over the next samples, letting the new keys win admission.
-            self.sketch.halve();
+            // Unless admission regret says the old counts still pay (its credit at the
+            // strict end: displaced keys come back more than rejected ones), forget them
+            // outright. Forgetting used to cost a returning set as much as it won a new one
+            // (docs/memory-tier.md); with the regret, a returning set's keys win their
+            // contests back within a few thousand requests, and the new set's no longer
+            // wait for stale counts to halve away.
+            if self.regret.credit() < 0 {
+                self.sketch.halve();
+            } else {
+                self.sketch.forget();
+            }
             self.expose_protected();
         }
     }

@@ -115,6 +115,12 @@ impl Sketch {
         }
     }
 
+    /// Sets every counter to zero (as four halvings would).
+    pub(super) fn forget(&mut self) {
+        self.table.fill(0);
+        self.size = 0;
+    }
+
     /// Halves every counter.
     pub(super) fn halve(&mut self) {
         for w in &mut self.table {
