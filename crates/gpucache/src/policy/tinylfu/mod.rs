@@ -50,8 +50,14 @@ use sketch::Sketch;
 /// Pending hits saturate here: a hot entry stops writing its count (its cache line stays
 /// clean across cores), and the sketch saturates at the same value anyway.
 const MAX_PENDING: u8 = 15;
-/// Protected's share of the main space, in percent.
+/// Protected's share of the main space, in percent, while recency does not pay.
 const PROTECTED_PERCENT: u64 = 80;
+/// Protected gives up this many percent of main for each whole count the admission credit
+/// stands above 2 (where it starts to say that recency pays), down to
+/// [`MIN_PROTECTED_PERCENT`]: when rejected keys keep coming back, the entries hit twice
+/// some time ago are as stale as the rest, and protected kept them from the contests.
+const PROTECTED_PERCENT_PER_CREDIT: u64 = 20;
+const MIN_PROTECTED_PERCENT: u64 = 20;
 /// A candidate must be estimated this many accesses above the victim to displace it (per
 /// byte). Estimates of keys requested equally often differ by one depending on where the
 /// last halving fell between their accesses; without the margin a loop just larger than
@@ -197,13 +203,24 @@ impl TinyLfu {
             self.relocate(id, to);
         }
         let main = total - self.weights[Place::Window as usize];
-        let protected_target = main / 100 * PROTECTED_PERCENT;
+        let protected_target = main / 100 * self.protected_percent();
         while self.weights[Place::Protected as usize] > protected_target {
             let Some(id) = self.settle_front(Place::Protected) else {
                 break;
             };
             self.relocate(id, Place::Probation);
         }
+    }
+
+    /// Protected's share of main, in percent: [`PROTECTED_PERCENT`], less
+    /// [`PROTECTED_PERCENT_PER_CREDIT`] for each whole count of admission credit above 2.
+    /// Zipf, loops and the sized traces keep a credit of 2 or less, so only workloads where
+    /// recency pays strongly (popular keys that slide through a small cache) shrink it.
+    fn protected_percent(&self) -> u64 {
+        let above = u64::try_from(self.regret.credit() - 2).unwrap_or(0);
+        PROTECTED_PERCENT
+            .saturating_sub(PROTECTED_PERCENT_PER_CREDIT * above)
+            .max(MIN_PROTECTED_PERCENT)
     }
 
     /// Counts a miss; every so many misses counts the hits since the last probe exactly

@@ -157,6 +157,15 @@ impl Regret {
         (h >> 17) as usize & (self.table.len() - 1)
     }
 
+    /// A regret whose bias is `bias` (tests of the rules that read the credit).
+    #[cfg(test)]
+    pub(super) fn with_bias(bias: f32) -> Regret {
+        Regret {
+            bias: bias.clamp(MIN_BIAS, MAX_BIAS),
+            ..Regret::default()
+        }
+    }
+
     #[cfg(any(test, fuzzing))]
     pub(super) fn validate(&self) {
         assert!(

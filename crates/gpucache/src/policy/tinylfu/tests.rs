@@ -95,6 +95,17 @@ fn admission_credit_follows_the_workload() {
 }
 
 #[test]
+fn protected_shrinks_only_while_recency_pays_strongly() {
+    let mut p = TinyLfu::default();
+    let mut shares = Vec::new();
+    for bias in [-1.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 8.0] {
+        p.regret = Regret::with_bias(bias);
+        shares.push(p.protected_percent());
+    }
+    assert_eq!(shares, [80, 80, 80, 80, 60, 40, 20, 20]);
+}
+
+#[test]
 fn a_drifting_working_set_opens_the_window() {
     // The popular keys slide by one every ten requests through a cache of 100: recency
     // pays, rejected newcomers keep coming back, and the window must open wide. (Without
