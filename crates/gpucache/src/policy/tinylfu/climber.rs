@@ -140,8 +140,9 @@ impl Climber {
     /// Records `hits` hits and `misses` misses; at the end of a sample of `sample` requests,
     /// adjusts the share. Returns whether the hit rate just fell by [`RESTART`] or more (the
     /// workload changed).
-    /// `wants_recency` (admission regret's hint, [`super::regret`]): a climber resting at
-    /// the smallest window tries a larger one.
+    /// `wants_recency` (admission regret's hint, [`super::regret`]): the climb points to a
+    /// larger window (off the smallest one too); without it, a climber resting at the
+    /// largest window tries a smaller one.
     pub(super) fn record(
         &mut self,
         hits: u64,
@@ -269,6 +270,12 @@ impl Climber {
             // it a drifting working set at 100 entries stayed at a zero window in 6 of 8
             // runs once admission regret had smoothed the fall that used to turn it round.
             self.step = STEP;
+        } else if !wants_recency && !self.moved && self.share >= MAX_SHARE && self.step > -MIN_STEP
+        {
+            // Resting at the largest window once recency no longer pays: the way back down
+            // (the hint takes a drifting set's climb there, and nothing else would turn it
+            // at the bound; a loop or Zipf that follows wants a small window again).
+            self.step = -STEP;
         } else if restart || change.abs() >= restart_at {
             self.step = STEP.copysign(self.step);
         } else {
@@ -358,9 +365,21 @@ mod tests {
         climb(&mut stuck, 20, |_| 0.5);
         climb(&mut stuck, 40, |s| 0.9 - (s - 0.5).abs());
         assert_eq!(stuck.share(), MIN_SHARE);
-        // With the hint it leaves the bound and climbs towards the best share.
+        // With the hint it leaves the bound and climbs; while the hint holds a fall does
+        // not turn it, so it ends at the largest window.
         climb_hinted(&mut rested, 40, true, |s| 0.9 - (s - 0.5).abs());
-        assert!(rested.share() > 0.3, "{}", rested.share());
+        assert_eq!(rested.share(), MAX_SHARE);
+    }
+
+    #[test]
+    fn a_climber_resting_at_the_largest_window_comes_down_without_the_hint() {
+        let mut c = Climber::default();
+        climb_hinted(&mut c, 20, false, |_| 0.5);
+        climb_hinted(&mut c, 40, true, |_| 0.5);
+        assert_eq!(c.share(), MAX_SHARE);
+        // Recency no longer pays, and a small window is best (a loop after the drift).
+        climb(&mut c, 60, |s| 0.6 - s / 2.0);
+        assert!(c.share() < 0.1, "{}", c.share());
     }
 
     #[test]

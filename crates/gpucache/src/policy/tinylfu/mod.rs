@@ -3,7 +3,8 @@
 //!
 //! New entries enter a small *window*. When the window holds more than its share of the
 //! tracked weight, its oldest entry becomes a *candidate* for the main space, which is split
-//! into *probation* and *protected* (80% of main). On eviction the candidate meets the
+//! into *probation* and *protected* (80% of main, less while recency pays strongly). On
+//! eviction the candidate meets the
 //! oldest probation entry, the *victim* (and, if the candidate weighs more, the probation
 //! entries behind it that it would also push out): a frequency sketch of recent accesses
 //! (including keys no longer stored) decides whether the candidate is requested more than
@@ -216,6 +217,9 @@ impl TinyLfu {
     /// [`PROTECTED_PERCENT_PER_CREDIT`] for each whole count of admission credit above 2.
     /// Zipf, loops and the sized traces keep a credit of 2 or less, so only workloads where
     /// recency pays strongly (popular keys that slide through a small cache) shrink it.
+    /// A step of the credit moves a fifth of main down to probation in one rebalance
+    /// (linear in those entries, as exposing protected is; credit steps need dozens of
+    /// returning losers each, so this is rare).
     fn protected_percent(&self) -> u64 {
         let above = u64::try_from(self.regret.credit() - 2).unwrap_or(0);
         PROTECTED_PERCENT
@@ -245,21 +249,25 @@ impl TinyLfu {
             .climber
             .record(hits, misses, 10 * len, self.regret.wants_recency())
         {
-            // The hit rate fell sharply: the workload changed, so age the old popularity
-            // now rather than over the next samples, letting the new keys win admission.
-            // Unless admission regret says the old counts still pay (its credit at the
-            // strict end: displaced keys come back more than rejected ones), forget them
-            // outright. Forgetting used to cost a returning set as much as it won a new one
-            // (docs/memory-tier.md); with the regret, a returning set's keys win their
-            // contests back within a few thousand requests, and the new set's no longer
-            // wait for stale counts to halve away.
-            if self.regret.credit() < 0 {
-                self.sketch.halve();
-            } else {
-                self.sketch.forget();
-            }
-            self.expose_protected();
+            self.restart();
         }
+    }
+
+    /// After a sharp fall of the hit rate (a new workload): ages the old popularity now
+    /// rather than over the next samples, letting the new keys win admission, and exposes
+    /// protected. Unless admission regret says the old counts still pay (its credit at the
+    /// strict end: displaced keys come back more than rejected ones), the sketch is
+    /// forgotten outright rather than halved. Forgetting used to cost a returning set as
+    /// much as it won a new one (docs/memory-tier.md); with the regret, a returning set's
+    /// keys win their contests back within a few thousand requests, and the new set's no
+    /// longer wait for stale counts to halve away.
+    fn restart(&mut self) {
+        if self.regret.credit() < 0 {
+            self.sketch.halve();
+        } else {
+            self.sketch.forget();
+        }
+        self.expose_protected();
     }
 
     /// Moves every protected entry to the front of probation, oldest first, ahead of the

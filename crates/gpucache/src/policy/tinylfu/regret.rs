@@ -39,9 +39,10 @@ const SHARE_WEIGHT: f32 = 1.0 / 4096.0;
 /// a bias hovering at zero (loops) let candidates win ties on every small step up, and
 /// loop-2x at 5,000 entries lost 0.01 of the best peer's hits (`phase_eval`'s mean 0.0014).
 const SLACK: f32 = 1.0 / 32.0;
-/// From this bias on, recency pays: the window's climber, resting at its smallest window,
-/// tries a larger one (the drifting traces' best window is large; loops and Zipf, which
-/// want the smallest, keep a bias near or below zero).
+/// From this bias on, recency pays: the window's climber climbs (off the smallest window,
+/// and a fall does not turn it down) rather than hill-climbing both ways (the drifting
+/// traces' best window is large; loops and Zipf, which want the smallest, keep a bias near
+/// or below zero).
 const RECENCY_BIAS: f32 = 2.0;
 
 /// Bit of a table word that marks a displaced loser (clear: rejected).

@@ -197,6 +197,20 @@ mod tests {
     }
 
     #[test]
+    fn forgetting_zeroes_every_count() {
+        let mut s = Sketch::default();
+        s.ensure_capacity(100);
+        for k in 0..500u64 {
+            s.increment(k.wrapping_mul(0x9E37_79B9_7F4A_7C15), 3);
+        }
+        s.forget();
+        s.validate();
+        for k in 0..500u64 {
+            assert_eq!(s.estimate(k.wrapping_mul(0x9E37_79B9_7F4A_7C15)), 0);
+        }
+    }
+
+    #[test]
     fn growing_forgets_and_keeps_power_of_two() {
         let mut s = Sketch::default();
         s.ensure_capacity(100);

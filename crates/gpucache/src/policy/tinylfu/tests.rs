@@ -95,6 +95,44 @@ fn admission_credit_follows_the_workload() {
 }
 
 #[test]
+fn a_restart_forgets_the_counts_unless_the_credit_is_strict() {
+    for (bias, kept) in [(-1.0, 4), (0.0, 0), (3.0, 0)] {
+        let mut p = TinyLfu::default();
+        for id in 0..100 {
+            p.insert(id, 1000 + u64::from(id), 1);
+        }
+        p.sketch.increment(7, 9);
+        p.regret = Regret::with_bias(bias);
+        p.restart();
+        assert_eq!(p.sketch.estimate(7), kept, "bias {bias}");
+        p.validate(&|id| id < 100);
+    }
+}
+
+#[test]
+fn a_strong_credit_moves_protected_entries_down_to_probation() {
+    // 100 entries, all promoted to protected as far as its 80% allows.
+    let mut p = probation_of(&[1; 100]);
+    for id in 0..100 {
+        p.touch(id);
+    }
+    p.rebalance();
+    let main = |p: &TinyLfu| p.total_weight() - p.weights[Place::Window as usize];
+    let protected = |p: &TinyLfu| p.weights[Place::Protected as usize];
+    for _ in 0..100 {
+        if let Some(id) = p.settle_front(Place::Probation) {
+            p.relocate(id, Place::Protected);
+        }
+        p.rebalance();
+    }
+    assert_eq!(protected(&p), main(&p) / 100 * 80);
+    p.regret = Regret::with_bias(5.0);
+    p.rebalance();
+    assert!(protected(&p) <= main(&p) / 100 * 20, "{}", protected(&p));
+    p.validate(&|id| id < 100);
+}
+
+#[test]
 fn protected_shrinks_only_while_recency_pays_strongly() {
     let mut p = TinyLfu::default();
     let mut shares = Vec::new();
