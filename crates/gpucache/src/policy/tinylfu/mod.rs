@@ -2,19 +2,19 @@
 //! efficient cache admission policy", 2017; the adaptive window after Caffeine).
 //!
 //! New entries enter a small *window*. When the window holds more than its share of the
-//! tracked weight, its oldest entry becomes a *candidate* for the main space, which is split
-//! into *probation* and *protected* (80% of main, less while recency pays strongly). On
-//! eviction the candidate meets the
-//! oldest probation entry, the *victim* (and, if the candidate weighs more, the probation
-//! entries behind it that it would also push out): a frequency sketch of recent accesses
-//! (including keys no longer stored) decides whether the candidate is requested more than
-//! all of them, and the loser leaves. A probation entry hit again moves to protected;
-//! protected overflows back into probation. So one-hit wonders and scans pass through the
-//! window without displacing the popular entries, a loop larger than the cache keeps a
-//! stable part of itself resident, and a hill climber ([`climber`]) widens the window when
-//! recency pays (nearly LRU) and narrows it when frequency does (nearly LFU). With unequal
-//! weights the victim may instead be a heavier probation entry near the front that the
-//! oldest one dominates (heavier, requested no more often: [`TinyLfu::heavier_victim`]).
+//! tracked weight, its oldest entry becomes a *candidate* for the main space, which is
+//! split into *probation* and *protected* (80% of main, less while recency pays strongly).
+//! On eviction the candidate meets the oldest probation entry, the *victim* (and, if the
+//! candidate weighs more, the probation entries behind it that it would also push out): a
+//! frequency sketch of recent accesses (including keys no longer stored) decides whether
+//! the candidate is requested more than all of them, and the loser leaves. A probation
+//! entry hit again moves to protected; protected overflows back into probation. So one-hit
+//! wonders and scans pass through the window without displacing the popular entries, a loop
+//! larger than the cache keeps a stable part of itself resident, and a hill climber
+//! ([`climber`]) widens the window when recency pays (nearly LRU) and narrows it when
+//! frequency does (nearly LFU). With unequal weights the victim may instead be a heavier
+//! probation entry near the front that the oldest one dominates (heavier, requested no more
+//! often: [`TinyLfu::heavier_victim`]).
 //!
 //! How high the admission bar stands is learnt ([`regret`]): the contests' recent losers
 //! are remembered, and a rejected candidate requested again lowers the bar a little, a
