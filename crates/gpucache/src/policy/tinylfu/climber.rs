@@ -20,9 +20,11 @@
 //! the fall, or the climb turns down before it gets back: then they were a swing), so that
 //! one change of workload does not hide the next.
 //!
-//! A long sample (ten requests per entry: 50,000 at 5,000 entries) is also watched in parts;
-//! two consecutive parts each below every part of the last sample by the restart threshold
-//! end it early, as a change of workload (periodic workloads' low parts recur every sample).
+//! Every sample (ten requests per entry, at least 5,000: 50,000 at 5,000 entries) is also
+//! watched in parts of a quarter of it, 1,250 to 5,000 requests; two consecutive parts each
+//! below every part of the last sample by the restart threshold end it early, as a change of
+//! workload (periodic workloads' low parts recur every sample). The parts seen while the
+//! cache fills are forgotten when it is first full ([`Climber::filled`]).
 
 /// The window's share of the tracked weight at start: TinyLFU's usual 1%.
 pub(super) const INITIAL_SHARE: f64 = 0.01;
@@ -58,9 +60,16 @@ const MIN_SAMPLE: u64 = 5_000;
 /// Below this the step no longer moves the share meaningfully; it rests until a restart.
 const MIN_STEP: f64 = 0.0005;
 
-/// Requests per part of a long sample. A sample of ten requests per entry is long at large
-/// sizes (50,000 requests at 5,000 entries), and a new workload waited for its end.
-const PART: u64 = MIN_SAMPLE;
+/// Every sample is watched in [`PARTS_PER_SAMPLE`] parts of at least [`MIN_PART`] and at most
+/// [`MAX_PART`] requests, so that a new workload need not wait for the sample's end (ten
+/// requests per entry: 50,000 at 5,000 entries, 10,000 at 1,000). A part of 1,250 requests
+/// varies by about 1.3 points by chance, well inside the restart threshold. Parts of 5,000
+/// at every size left samples of 10,000 requests unwatched, and a phase change at 1,000
+/// entries waited 8,000 requests for its restart; parts of 2,500 at every size lost hits at
+/// 2,000 entries (phase change 0.990 -> 0.983 of the best peer; docs/memory-tier.md).
+const PARTS_PER_SAMPLE: u64 = 4;
+const MIN_PART: u64 = 1_250;
+const MAX_PART: u64 = MIN_SAMPLE;
 /// Consecutive parts, each below every part of the last sample by the restart threshold, that
 /// end a sample early as a change of workload.
 const FALLEN_PARTS: u32 = 2;
@@ -94,13 +103,13 @@ pub(super) struct Climber {
     noise: f64,
     /// Set by a restart, while the hit rate climbs back.
     recovery: Option<Recovery>,
-    /// The parts of a long sample, from the first one watched (boxed: the policy enum keeps
-    /// its variants close in size; none until then: a memory tier builds a policy per
-    /// shard on every open, and short samples never need them).
+    /// The parts of the sample, from the first request recorded (boxed: the policy enum
+    /// keeps its variants close in size; none until then: a memory tier builds a policy
+    /// per shard on every open, and shards never used need none).
     parts: Option<Box<Parts>>,
 }
 
-/// A long sample watched in parts of [`PART`] requests.
+/// A sample watched in parts ([`part_of`]).
 #[derive(Debug, Default)]
 struct Parts {
     /// The current part: hits and misses.
@@ -131,6 +140,12 @@ impl Default for Climber {
     }
 }
 
+/// Requests per part of a sample of `sample` requests (at least [`MIN_SAMPLE`]): a quarter
+/// of it, within [`MIN_PART`]..=[`MAX_PART`]. At least [`FALLEN_PARTS`] parts fit in any sample.
+fn part_of(sample: u64) -> u64 {
+    (sample / PARTS_PER_SAMPLE).clamp(MIN_PART, MAX_PART)
+}
+
 impl Climber {
     /// The window's current share of the tracked weight.
     pub(super) fn share(&self) -> f64 {
@@ -156,7 +171,7 @@ impl Climber {
         if self.hits + self.misses >= sample {
             return self.adjust(wants_recency);
         }
-        if sample >= 2 * u64::from(FALLEN_PARTS) * PART && self.watch_part(hits, misses) {
+        if self.watch_part(hits, misses, part_of(sample)) {
             // The new workload's parts alone make the sample: its fall is not diluted.
             (self.hits, self.misses) = self.parts.as_ref().map_or((0, 0), |p| p.fallen_counts);
             return self.adjust(wants_recency);
@@ -164,18 +179,27 @@ impl Climber {
         false
     }
 
-    /// Counts requests into the current part of a long sample; returns whether the last
+    /// The cache is full for the first time: the parts seen so far, while it filled, are
+    /// no baseline for a fall (a cold cache's first part was the lowest of its sample, so
+    /// low that a change of workload right after was not seen below it).
+    pub(super) fn filled(&mut self) {
+        if let Some(parts) = &mut self.parts {
+            **parts = Parts::default();
+        }
+    }
+
+    /// Counts requests into the current part of the sample; returns whether the last
     /// [`FALLEN_PARTS`] parts each fell below every part of the last sample by the restart
     /// threshold. Workloads with a period of their own swing part by part (a loop three times
     /// the cache hits nearly all of one part and little of the next), but their low parts
     /// recur in every sample; a new workload's fall is below all of them.
-    fn watch_part(&mut self, hits: u64, misses: u64) -> bool {
+    fn watch_part(&mut self, hits: u64, misses: u64, part: u64) -> bool {
         let threshold = self.restart_threshold();
         let p = self.parts.get_or_insert_with(Box::default);
         p.part.0 += hits;
         p.part.1 += misses;
         let (h, m) = p.part;
-        if h + m < PART {
+        if h + m < part {
             return false;
         }
         p.part = (0, 0);
@@ -552,12 +576,12 @@ mod tests {
         assert!(c.share() < 0.01, "{}", c.share());
     }
 
-    /// Feeds `parts` parts of [`PART`] requests at hit rate `rate`, in chunks as the policy
+    /// Feeds `parts` parts ([`part_of`] `sample`) of requests at hit rate `rate`, in chunks as the policy
     /// hands them over, to a climber whose sample is `sample`; returns the number of restarts.
     fn parts(c: &mut Climber, parts: u64, rate: f64, sample: u64) -> usize {
         let mut restarts = 0;
         let chunk = 500;
-        for _ in 0..parts * PART / chunk {
+        for _ in 0..parts * part_of(sample) / chunk {
             let hits = (rate * chunk as f64).round() as u64;
             restarts += usize::from(c.record(hits, chunk - hits, sample, false));
             c.validate();
@@ -588,6 +612,50 @@ mod tests {
             for rate in [0.9, 0.1, 0.1, 0.1, 0.5] {
                 assert_eq!(parts(&mut c, 1, rate, sample), 0);
             }
+        }
+    }
+
+    #[test]
+    fn a_sample_of_ten_thousand_is_watched_in_parts() {
+        // 1,000 entries: samples of 10,000 requests, four parts of 2,500. A change of
+        // workload restarts after two of them, half way through the sample, rather than at
+        // its end.
+        let sample = 10_000;
+        let feed = |c: &mut Climber, requests: u64, rate: f64| {
+            let chunk = 500;
+            let hits = (rate * chunk as f64).round() as u64;
+            (0..requests / chunk)
+                .map(|_| usize::from(c.record(hits, chunk - hits, sample, false)))
+                .sum::<usize>()
+        };
+        let mut c = Climber::default();
+        assert_eq!(feed(&mut c, 2 * sample, 0.6), 0);
+        assert_eq!(feed(&mut c, sample / 2, 0.2), 1);
+        assert!(c.recovery.is_some());
+        // Parts stay within their bounds at the smallest and largest samples.
+        assert_eq!(part_of(MIN_SAMPLE), MIN_PART);
+        assert_eq!(part_of(1_000_000), MAX_PART);
+    }
+
+    #[test]
+    fn the_fill_is_no_baseline_for_a_fall() {
+        // The cold cache's first part is its sample's lowest. Forgotten once the cache is
+        // full, it no longer hides a change of workload in the next sample; kept, it does.
+        let sample = 50_000;
+        for forget_fill in [true, false] {
+            let mut c = Climber::default();
+            assert_eq!(parts(&mut c, 1, 0.05, sample), 0);
+            if forget_fill {
+                c.filled();
+            }
+            assert_eq!(parts(&mut c, 9, 0.6, sample), 0);
+            // The workload changes: down to 0.3, far below the full cache's parts.
+            let restarts = parts(&mut c, 2, 0.3, sample);
+            assert_eq!(
+                restarts,
+                usize::from(forget_fill),
+                "forget_fill {forget_fill}"
+            );
         }
     }
 }

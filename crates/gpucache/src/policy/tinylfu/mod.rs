@@ -540,8 +540,9 @@ impl EvictionPolicy for TinyLfu {
 
     fn evict(&mut self) -> Option<EntryId> {
         if !self.full {
-            self.full = true;
             // Window overflow from now on waits for a contest.
+            self.full = true;
+            self.climber.filled();
         }
         self.rebalance();
         // Each eviction settles one contest while each insertion may add a candidate, so a
