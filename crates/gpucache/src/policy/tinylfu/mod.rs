@@ -37,6 +37,7 @@
 mod climber;
 mod regret;
 mod sketch;
+mod surge;
 #[cfg(test)]
 mod tests;
 
@@ -47,6 +48,7 @@ use super::{EntryId, EvictionPolicy};
 use climber::Climber;
 use regret::{Loser, Regret};
 use sketch::Sketch;
+use surge::Surge;
 
 /// Pending hits saturate here: a hot entry stops writing its count (its cache line stays
 /// clean across cores), and the sketch saturates at the same value anyway.
@@ -126,6 +128,8 @@ pub struct TinyLfu {
     climber: Climber,
     /// Learns from the contests' losers how strict admission should be.
     regret: Regret,
+    /// Restarts at once when a fall of the hit rate meets returning rejected keys.
+    surge: Surge,
     /// Set by the first eviction: until then the cache is filling, and entries leaving the
     /// window go straight to probation without a contest.
     full: bool,
@@ -245,6 +249,9 @@ impl TinyLfu {
         let hits = counted.saturating_sub(self.counted_at_probe);
         self.counted_at_probe = counted;
         let misses = std::mem::take(&mut self.misses_since_probe);
+        if self.full {
+            self.surge.record(hits, misses);
+        }
         if self
             .climber
             .record(hits, misses, 10 * len, self.regret.wants_recency())
@@ -454,6 +461,7 @@ impl TinyLfu {
         self.sketch.validate();
         self.climber.validate();
         self.regret.validate();
+        self.surge.validate();
     }
 }
 
@@ -498,8 +506,13 @@ impl EvictionPolicy for TinyLfu {
                 });
             }
         }
-        // A miss: a recent contest loser coming back teaches admission.
+        // A miss: a recent contest loser coming back teaches admission, and may show a
+        // change of working set.
         self.regret.returned(key_hash, len as u64);
+        if self.surge.fires(self.regret.bias()) {
+            self.restart();
+            self.regret.reset_bias();
+        }
         self.sketch.increment(key_hash, 1);
         self.count_miss(len as u64);
         self.rebalance();
@@ -542,6 +555,7 @@ impl EvictionPolicy for TinyLfu {
         if !self.full {
             // Window overflow from now on waits for a contest.
             self.full = true;
+            // Hit rates from now on describe a full cache.
             self.climber.filled();
         }
         self.rebalance();

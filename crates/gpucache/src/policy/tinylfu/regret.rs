@@ -104,6 +104,11 @@ impl Regret {
         i64::from(self.credit)
     }
 
+    /// The bias, in counts.
+    pub(super) fn bias(&self) -> f32 {
+        self.bias
+    }
+
     /// Whether the bias says recency pays (see [`RECENCY_BIAS`]).
     pub(super) fn wants_recency(&self) -> bool {
         self.bias >= RECENCY_BIAS
@@ -146,6 +151,13 @@ impl Regret {
             (self.bias - STEP * (1.0 - self.displaced_share)).max(MIN_BIAS)
         };
         self.credit = credit_of(self.bias);
+    }
+
+    /// Sets the bias back to neutral, TinyLFU's own bar (after a change of working set, what
+    /// was learnt about the old one no longer holds).
+    pub(super) fn reset_bias(&mut self) {
+        self.bias = 0.0;
+        self.credit = credit_of(0.0);
     }
 
     /// The table's heap bytes (memory accounting).

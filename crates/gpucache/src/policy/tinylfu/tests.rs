@@ -467,3 +467,43 @@ fn equal_weights_always_evict_the_front() {
     assert_eq!(q.heavier_victim(1), 2);
     assert_eq!(q.heavier_victim(3), 3, "nothing behind the last entry");
 }
+
+#[test]
+fn a_change_of_working_set_surges_once_and_steady_workloads_never() {
+    // Zipf over one set of keys, then over a disjoint one, through 1,000 entries: the fall
+    // of the hit rate meets the new keys' returns within a few thousand requests, and the
+    // policy restarts once. A steady Zipf and a drifting set never surge.
+    let surges = |keys: &[u64], capacity: usize, from: usize| {
+        let mut p = TinyLfu::default();
+        let mut fired = Vec::new();
+        let mut armed = false;
+        replay_watched(&mut p, keys, capacity, &mut |i, p| {
+            if armed && !p.surge.armed() && i >= from {
+                fired.push(i - from);
+            }
+            armed = p.surge.armed();
+        });
+        fired
+    };
+    let mut x = 0x5EED;
+    let mut keys = zipf_ranks(&mut x, 60_000, 10_000);
+    let steady = surges(&keys, 1000, 0);
+    assert!(steady.is_empty(), "steady Zipf surged at {steady:?}");
+    keys.extend(
+        zipf_ranks(&mut x, 60_000, 10_000)
+            .into_iter()
+            .map(|k| k | 1 << 40),
+    );
+    let fired = surges(&keys, 1000, 60_000);
+    assert!(
+        fired.len() == 1 && fired[0] < 10_000,
+        "surges after the change: {fired:?}"
+    );
+    let drifting: Vec<u64> = zipf_ranks(&mut x, 100_000, 1000)
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| i as u64 / 10 + r)
+        .collect();
+    let drift = surges(&drifting, 100, 0);
+    assert!(drift.is_empty(), "drift surged at {drift:?}");
+}

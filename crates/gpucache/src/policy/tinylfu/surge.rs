@@ -1,0 +1,174 @@
+//! Regret surges: a change of working set seen as soon as two signals agree.
+//!
+//! After a change of working set the hit rate falls, and the new keys, rejected against the
+//! old keys' counts, come back and raise admission regret's bias ([`super::regret`]). Either
+//! signal alone misleads: the hit rate dips with the workload's own phases (a scan's keys
+//! never come back, so the bias stays put), and the bias stands high for as long as a
+//! drifting set keeps sliding (while its hit rate holds). Together they are a change: the hit
+//! rate averaged over the last few thousand requests has fallen well below its average over
+//! the last tens of thousands, and the bias has risen since the fall began. The policy then
+//! restarts at once (forgets the sketch, exposes protected) and sets the bias back to neutral,
+//! rather than waiting for the climber's samples (ten requests per entry: 50,000 at 5,000
+//! entries) or for the bias to climb count by count past the old keys' stale estimates.
+//!
+//! One surge per fall: the watch is armed again only once the hit rate is back above the
+//! fall's line, so the recovery after a surge, whose rate is still low and whose new keys
+//! still return, does not restart the policy again and again.
+
+/// Requests the short average of the hit rate spans: a hit rate over 2,500 requests moves by
+/// about a point by chance, far inside [`FALL`].
+const FAST_REQUESTS: f64 = 2_500.0;
+/// Requests the long average spans: long enough to hold the workload before a change. (Both
+/// averages start when the cache is first full, as means until they span their windows.)
+const SLOW_REQUESTS: f64 = 40_000.0;
+/// The short average below this fraction of the long one is a fall. From 0.7 to 0.85 the
+/// same changes are found (`phase_eval`, docs/memory-tier.md); 0.9 fired on the swings of a
+/// drifting set through 300 entries.
+const FALL: f64 = 0.8;
+/// How far the bias must rise during a fall, in counts: a few dozen returning rejected keys.
+/// From 0.03 to 0.125 the same; at 0.5 or more the surge came late enough to cost a phase
+/// cycle at 5,000 entries more than it won.
+const RISE: f32 = 0.125;
+
+#[derive(Debug, Default)]
+pub(super) struct Surge {
+    /// Hit-rate averages over about [`FAST_REQUESTS`] and [`SLOW_REQUESTS`] requests, and the
+    /// requests they have seen.
+    fast: f64,
+    slow: f64,
+    requests: f64,
+    /// Whether the short average is below [`FALL`] times the long one.
+    fallen: bool,
+    /// Whether a surge may fire (see the module documentation).
+    armed: bool,
+    /// Admission regret's bias when the current fall was first seen.
+    bias_at_fall: Option<f32>,
+}
+
+impl Surge {
+    /// Counts `hits` and `misses` of a full cache into the averages.
+    pub(super) fn record(&mut self, hits: u64, misses: u64) {
+        let n = (hits + misses) as f64;
+        if n == 0.0 {
+            return;
+        }
+        let rate = hits as f64 / n;
+        self.requests += n;
+        // A probe longer than a window (large caches probe every len/8 misses) replaces
+        // that average.
+        let weight = |window: f64| (n / window.min(self.requests)).min(1.0);
+        self.fast += weight(FAST_REQUESTS) * (rate - self.fast);
+        self.slow += weight(SLOW_REQUESTS) * (rate - self.slow);
+        self.fallen = self.fast < FALL * self.slow;
+    }
+
+    /// Whether admission regret's `bias`, just updated by a miss, makes a surge: risen by
+    /// [`RISE`] since the fall began, with the watch armed. Disarms it when it does.
+    #[inline]
+    pub(super) fn fires(&mut self, bias: f32) -> bool {
+        if !self.fallen {
+            self.armed = true;
+            self.bias_at_fall = None;
+            return false;
+        }
+        let base = *self.bias_at_fall.get_or_insert(bias);
+        if self.armed && bias - base >= RISE {
+            self.armed = false;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Whether a surge may fire (tests).
+    #[cfg(test)]
+    pub(super) fn armed(&self) -> bool {
+        self.armed
+    }
+
+    #[cfg(any(test, fuzzing))]
+    pub(super) fn validate(&self) {
+        for rate in [self.fast, self.slow] {
+            assert!((0.0..=1.0).contains(&rate), "hit-rate average {rate}");
+        }
+        assert!(self.requests >= 0.0, "requests {}", self.requests);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feeds `requests` requests at hit rate `rate` in probes of 500.
+    fn feed(s: &mut Surge, requests: u64, rate: f64) {
+        for _ in 0..requests / 500 {
+            let hits = (rate * 500.0).round() as u64;
+            s.record(hits, 500 - hits);
+        }
+        s.validate();
+    }
+
+    #[test]
+    fn fires_once_when_the_bias_rises_during_a_fall() {
+        let mut s = Surge::default();
+        feed(&mut s, 50_000, 0.7);
+        // At rest: a rising bias without a fall does nothing.
+        assert!(!s.fires(0.0));
+        assert!(!s.fires(3.0));
+        // The workload changes: the rate falls, then rejected keys come back.
+        feed(&mut s, 5_000, 0.3);
+        assert!(!s.fires(-0.5), "the fall's starting bias");
+        assert!(!s.fires(-0.5 + RISE / 2.0));
+        assert!(s.fires(-0.5 + RISE));
+        // Once per fall: the bias set back to neutral and rising again during the recovery
+        // does not fire again.
+        assert!(!s.fires(0.0));
+        feed(&mut s, 2_000, 0.4);
+        assert!(!s.fires(2.0));
+        // Back at the old rate: armed for the next change, from the next fall's own bias.
+        feed(&mut s, 20_000, 0.7);
+        assert!(!s.fires(2.0));
+        feed(&mut s, 5_000, 0.3);
+        assert!(!s.fires(2.0));
+        assert!(s.fires(2.0 + RISE));
+    }
+
+    #[test]
+    fn a_fall_alone_or_a_high_bias_alone_does_not_fire() {
+        // A scan: the rate falls but its keys never come back, so the bias stays put.
+        let mut s = Surge::default();
+        feed(&mut s, 50_000, 0.6);
+        feed(&mut s, 5_000, 0.1);
+        for _ in 0..100 {
+            assert!(!s.fires(-1.0));
+        }
+        // A drifting set: the bias stays high and moves, the rate holds.
+        let mut s = Surge::default();
+        for i in 0..100 {
+            feed(&mut s, 1_000, 0.3);
+            assert!(!s.fires(4.0 + (i % 3) as f32));
+        }
+    }
+
+    #[test]
+    fn probes_longer_than_a_window_stay_within_bounds() {
+        let mut s = Surge::default();
+        for rate in [0.9, 0.1, 0.9, 0.0, 1.0] {
+            s.record(
+                (rate * 10_000.0) as u64,
+                (10_000.0 - rate * 10_000.0) as u64,
+            );
+            s.validate();
+        }
+        assert_eq!(s.fast, 1.0);
+    }
+
+    #[test]
+    fn the_averages_start_as_means() {
+        // No history: the first requests set both averages, so a cold start is no fall.
+        let mut s = Surge::default();
+        feed(&mut s, 1_000, 0.5);
+        assert!((s.fast - 0.5).abs() < 1e-9 && (s.slow - 0.5).abs() < 1e-9);
+        assert!(!s.fallen);
+    }
+}
