@@ -380,6 +380,11 @@ static void round_on(EGLDisplay dpy, EGLConfig config, int base, int first_round
             die("a second eglSetBlobCacheFuncsANDROID was not refused");
     }
     if (do_fork && first_round && base == 0) {
+        /* Let Mesa's threads settle first: a glibc condition variable is not fork-safe
+         * while a woken waiter is still leaving it, and Mesa's exit handler in the child
+         * then broadcasts on it forever (seen once in `scripts/test`: the child hung in
+         * libgallium's atexit). */
+        usleep(100 * 1000);
         pid_t pid = fork();
         if (pid < 0)
             die("fork");
