@@ -61,8 +61,10 @@ const MIN_SAMPLE: u64 = 5_000;
 const MIN_STEP: f64 = 0.0005;
 
 /// Every sample is watched in [`PARTS_PER_SAMPLE`] parts of at least [`MIN_PART`] and at most
-/// [`MAX_PART`] requests, so that a new workload need not wait for the sample's end (ten
-/// requests per entry: 50,000 at 5,000 entries, 10,000 at 1,000). A part of 1,250 requests
+/// [`MAX_PART`] requests, so that a new workload that starts early enough in a sample for
+/// [`FALLEN_PARTS`] parts to close before its end need not wait for it (samples are ten
+/// requests per entry: 50,000 at 5,000 entries, 10,000 at 1,000; at 1,000 a change in the
+/// first half of a sample ends it early, one later ends the next). A part of 1,250 requests
 /// varies by about 1.3 points by chance, well inside the restart threshold. Parts of 5,000
 /// at every size left samples of 10,000 requests unwatched, and a phase change at 1,000
 /// entries waited 8,000 requests for its restart; parts of 2,500 at every size lost hits at
@@ -70,6 +72,8 @@ const MIN_STEP: f64 = 0.0005;
 const PARTS_PER_SAMPLE: u64 = 4;
 const MIN_PART: u64 = 1_250;
 const MAX_PART: u64 = MIN_SAMPLE;
+// Even the shortest sample has room for a fall of FALLEN_PARTS parts.
+const _: () = assert!(FALLEN_PARTS as u64 * MIN_PART <= MIN_SAMPLE);
 /// Consecutive parts, each below every part of the last sample by the restart threshold, that
 /// end a sample early as a change of workload.
 const FALLEN_PARTS: u32 = 2;
@@ -103,9 +107,9 @@ pub(super) struct Climber {
     noise: f64,
     /// Set by a restart, while the hit rate climbs back.
     recovery: Option<Recovery>,
-    /// The parts of the sample, from the first request recorded (boxed: the policy enum
-    /// keeps its variants close in size; none until then: a memory tier builds a policy
-    /// per shard on every open, and shards never used need none).
+    /// The parts of the sample, from the first request recorded (boxed and none until then:
+    /// a memory tier builds a policy per shard on every open, and shards never used need
+    /// none).
     parts: Option<Box<Parts>>,
 }
 
@@ -143,6 +147,7 @@ impl Default for Climber {
 /// Requests per part of a sample of `sample` requests (at least [`MIN_SAMPLE`]): a quarter
 /// of it, within [`MIN_PART`]..=[`MAX_PART`]. At least [`FALLEN_PARTS`] parts fit in any sample.
 fn part_of(sample: u64) -> u64 {
+    debug_assert!(sample >= MIN_SAMPLE, "a sample of {sample} requests");
     (sample / PARTS_PER_SAMPLE).clamp(MIN_PART, MAX_PART)
 }
 
@@ -367,11 +372,15 @@ mod tests {
         wants_recency: bool,
         mut rate_at: impl FnMut(f64) -> f64,
     ) {
+        // Hits and misses interleaved in chunks, as the policy hands them over (a sample's
+        // hits all at once would make its parts all hits, then all misses).
+        const CHUNK: u64 = 100;
         for _ in 0..samples {
-            let hits = (rate_at(c.share()) * MIN_SAMPLE as f64).round() as u64;
-            c.record(hits, 0, MIN_SAMPLE, wants_recency);
-            for _ in 0..MIN_SAMPLE - hits {
-                c.record(0, 1, MIN_SAMPLE, wants_recency);
+            let rate = rate_at(c.share());
+            let hits_by = |requests: u64| (rate * requests as f64).round() as u64;
+            for i in 0..MIN_SAMPLE / CHUNK {
+                let hits = hits_by((i + 1) * CHUNK) - hits_by(i * CHUNK);
+                c.record(hits, CHUNK - hits, MIN_SAMPLE, wants_recency);
             }
             c.validate();
         }
@@ -576,17 +585,22 @@ mod tests {
         assert!(c.share() < 0.01, "{}", c.share());
     }
 
-    /// Feeds `parts` parts ([`part_of`] `sample`) of requests at hit rate `rate`, in chunks as the policy
-    /// hands them over, to a climber whose sample is `sample`; returns the number of restarts.
-    fn parts(c: &mut Climber, parts: u64, rate: f64, sample: u64) -> usize {
+    /// Feeds `requests` requests at hit rate `rate`, in chunks as the policy hands them over,
+    /// to a climber whose sample is `sample`; returns the number of restarts.
+    fn feed(c: &mut Climber, requests: u64, rate: f64, sample: u64) -> usize {
         let mut restarts = 0;
         let chunk = 500;
-        for _ in 0..parts * part_of(sample) / chunk {
+        for _ in 0..requests / chunk {
             let hits = (rate * chunk as f64).round() as u64;
             restarts += usize::from(c.record(hits, chunk - hits, sample, false));
             c.validate();
         }
         restarts
+    }
+
+    /// [`feed`]s `parts` parts ([`part_of`] `sample`) of requests.
+    fn parts(c: &mut Climber, parts: u64, rate: f64, sample: u64) -> usize {
+        feed(c, parts * part_of(sample), rate, sample)
     }
 
     #[test]
@@ -618,22 +632,20 @@ mod tests {
     #[test]
     fn a_sample_of_ten_thousand_is_watched_in_parts() {
         // 1,000 entries: samples of 10,000 requests, four parts of 2,500. A change of
-        // workload restarts after two of them, half way through the sample, rather than at
-        // its end.
+        // workload at a sample's start restarts after two parts, half way through the
+        // sample, rather than at its end (counted in requests, not parts, so that the test
+        // does not follow part_of).
         let sample = 10_000;
-        let feed = |c: &mut Climber, requests: u64, rate: f64| {
-            let chunk = 500;
-            let hits = (rate * chunk as f64).round() as u64;
-            (0..requests / chunk)
-                .map(|_| usize::from(c.record(hits, chunk - hits, sample, false)))
-                .sum::<usize>()
-        };
         let mut c = Climber::default();
-        assert_eq!(feed(&mut c, 2 * sample, 0.6), 0);
-        assert_eq!(feed(&mut c, sample / 2, 0.2), 1);
+        assert_eq!(feed(&mut c, 2 * sample, 0.6, sample), 0);
+        assert_eq!(feed(&mut c, sample / 2, 0.2, sample), 1);
         assert!(c.recovery.is_some());
-        // Parts stay within their bounds at the smallest and largest samples.
-        assert_eq!(part_of(MIN_SAMPLE), MIN_PART);
+        // A change a quarter into a sample still ends it early (its second and third parts).
+        let mut c = Climber::default();
+        assert_eq!(feed(&mut c, 2 * sample + sample / 4, 0.6, sample), 0);
+        assert_eq!(feed(&mut c, sample / 2, 0.2, sample), 1);
+        // Parts stay within their bounds.
+        assert_eq!(part_of(40_000), 10_000_u64.min(MAX_PART));
         assert_eq!(part_of(1_000_000), MAX_PART);
     }
 

@@ -20,7 +20,9 @@
 //! are remembered, and a rejected candidate requested again lowers the bar a little, a
 //! displaced victim requested again raises it. After a change of working set the bar drops
 //! within a few thousand requests instead of waiting for the sketch to age; on Zipf it
-//! stands one count above TinyLFU's.
+//! stands one count above TinyLFU's. When the bar starts to drop while the hit rate has
+//! fallen, the working set has changed: the policy restarts at once ([`surge`]) rather than
+//! at the end of the climber's sample.
 //!
 //! Hits are recorded under a shared lock: a hit only bumps the entry's atomic count of
 //! pending hits. Queues are therefore CLOCK-ordered rather than strictly LRU: an entry
@@ -233,8 +235,8 @@ impl TinyLfu {
 
     /// Counts a miss; every so many misses counts the hits since the last probe exactly
     /// (folded plus still pending: a scan of the pending counts, cheap against the misses
-    /// between probes) and hands both to the climber. Hits alone cannot drive the count:
-    /// they arrive under a shared lock.
+    /// between probes) and hands both to the climber, and to the surge watch once the cache
+    /// is full. Hits alone cannot drive the count: they arrive under a shared lock.
     fn count_miss(&mut self, len: u64) {
         self.misses_since_probe += 1;
         if self.misses_since_probe < (len / 8).max(16) {
@@ -267,7 +269,9 @@ impl TinyLfu {
     /// forgotten outright rather than halved. Forgetting used to cost a returning set as
     /// much as it won a new one (docs/memory-tier.md); with the regret, a returning set's
     /// keys win their contests back within a few thousand requests, and the new set's no
-    /// longer wait for stale counts to halve away.
+    /// longer wait for stale counts to halve away. Called by the climber's restarts and by
+    /// surges ([`surge`]); a surge comes after the bias rose from at least -1 by an eighth of
+    /// a count, so its credit is at least 0 and it always forgets.
     fn restart(&mut self) {
         if self.regret.credit() < 0 {
             self.sketch.halve();
@@ -283,8 +287,9 @@ impl TinyLfu {
     /// are fought by probation's few entries and the newcomers lose them to stale counts.
     /// Exposed, the old favourites become the next victims: those still requested have
     /// pending hits and are promoted back when they reach the front, the others must now
-    /// out-count each new candidate. Linear in the entries, once per restart (a restart
-    /// takes at least a sample of ten requests per entry).
+    /// out-count each new candidate. Linear in the entries, once per restart (the climber's
+    /// restarts take at least two parts of a sample, 2,500 requests; a surge, one per fall
+    /// of the hit rate).
     fn expose_protected(&mut self) {
         let behind = self.queues[Place::Probation as usize].len();
         while let Some(id) = self.queues[Place::Protected as usize].front() {

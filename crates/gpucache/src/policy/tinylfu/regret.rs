@@ -19,7 +19,9 @@
 //! a few thousand requests rather than at the next sketch aging. On Zipf the bias sits at
 //! or just above its strict end; on loops the two kinds return alike and it stays near
 //! zero. A bias of [`RECENCY_BIAS`] or more also tells the window's climber that recency
-//! pays ([`Regret::wants_recency`]).
+//! pays ([`Regret::wants_recency`]). A bias rising while the hit rate has fallen is a
+//! change of working set ([`super::surge`]): the policy restarts and the bias starts again
+//! from neutral ([`Regret::reset_bias`]).
 //!
 //! Losers are kept in a direct-mapped table of one 32-bit word per tracked key (a tag of the
 //! key, the kind, and when the contest was): a collision forgets the older loser, and a tag
@@ -154,7 +156,9 @@ impl Regret {
     }
 
     /// Sets the bias back to neutral, TinyLFU's own bar (after a change of working set, what
-    /// was learnt about the old one no longer holds).
+    /// was learnt about the old one no longer holds). The losers stay remembered: those
+    /// rejected just before are mostly the new set's keys, and their return after the
+    /// restart is evidence about the new set.
     pub(super) fn reset_bias(&mut self) {
         self.bias = 0.0;
         self.credit = credit_of(0.0);
