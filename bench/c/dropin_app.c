@@ -382,14 +382,18 @@ static void round_on(EGLDisplay dpy, EGLConfig config, int base, int first_round
     if (do_fork && first_round && base == 0) {
         /* Let Mesa's threads settle first: a glibc condition variable is not fork-safe
          * while a woken waiter is still leaving it, and Mesa's exit handler in the child
-         * then broadcasts on it forever (seen once in `scripts/test`: the child hung in
-         * libgallium's atexit). */
+         * then blocks in the broadcast forever (seen once in `scripts/test`: the child
+         * hung in libgallium's exit handler). */
         usleep(100 * 1000);
         pid_t pid = fork();
         if (pid < 0)
             die("fork");
-        if (pid == 0)
+        if (pid == 0) {
+            /* Should an exit handler hang all the same, the alarm kills the child and the
+             * parent fails below, rather than the test waiting forever. */
+            alarm(30);
             exit(0); /* runs the atexit handlers in the child */
+        }
         int status = 0;
         waitpid(pid, &status, 0);
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
