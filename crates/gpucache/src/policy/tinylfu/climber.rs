@@ -26,6 +26,8 @@
 //! workload (periodic workloads' low parts recur every sample). The parts seen while the
 //! cache fills are forgotten when it is first full ([`Climber::filled`]).
 
+use super::regret::Recency;
+
 /// The window's share of the tracked weight at start: TinyLFU's usual 1%.
 pub(super) const INITIAL_SHARE: f64 = 0.01;
 /// Bounds of the share. The upper one leaves main room to hold protected entries.
@@ -160,26 +162,21 @@ impl Climber {
     /// Records `hits` hits and `misses` misses; at the end of a sample of `sample` requests,
     /// adjusts the share. Returns whether the hit rate just fell by [`RESTART`] or more (the
     /// workload changed).
-    /// `wants_recency` (admission regret's hint, [`super::regret`]): the climb points to a
-    /// larger window (off the smallest one too); without it, a climber resting at the
-    /// largest window tries a smaller one.
-    pub(super) fn record(
-        &mut self,
-        hits: u64,
-        misses: u64,
-        sample: u64,
-        wants_recency: bool,
-    ) -> bool {
+    /// `recency` (admission regret's hint, [`super::regret`]): where it pays, the climb
+    /// points to a larger window (off the smallest one too); where it may, a climber resting
+    /// at the smallest window tries a larger one; otherwise a climber resting at the largest
+    /// window tries a smaller one.
+    pub(super) fn record(&mut self, hits: u64, misses: u64, sample: u64, recency: Recency) -> bool {
         self.hits += hits;
         self.misses += misses;
         let sample = sample.max(MIN_SAMPLE);
         if self.hits + self.misses >= sample {
-            return self.adjust(wants_recency);
+            return self.adjust(recency);
         }
         if self.watch_part(hits, misses, part_of(sample)) {
             // The new workload's parts alone make the sample: its fall is not diluted.
             (self.hits, self.misses) = self.parts.as_ref().map_or((0, 0), |p| p.fallen_counts);
-            return self.adjust(wants_recency);
+            return self.adjust(recency);
         }
         false
     }
@@ -224,7 +221,7 @@ impl Climber {
         p.fallen >= FALLEN_PARTS
     }
 
-    fn adjust(&mut self, wants_recency: bool) -> bool {
+    fn adjust(&mut self, recency: Recency) -> bool {
         if let Some(parts) = &mut self.parts {
             **parts = Parts {
                 last_lowest: parts.lowest.take(),
@@ -293,14 +290,20 @@ impl Climber {
         if change < -reverse_at && self.moved {
             self.step = -self.step;
         }
-        if wants_recency && !self.moved && self.share <= MIN_SHARE && self.step < MIN_STEP {
+        let pays = recency == Recency::Pays;
+        if recency != Recency::Unknown
+            && !self.moved
+            && self.share <= MIN_SHARE
+            && self.step < MIN_STEP
+        {
             // Resting at the smallest window while rejected keys keep coming back: the one
             // way off the bound (a fall there does not turn the climb, see above). Without
             // it a drifting working set at 100 entries stayed at a zero window in 6 of 8
             // runs once admission regret had smoothed the fall that used to turn it round.
+            // Where recency only may pay, the climb decides after this step: a fall turns
+            // it back down.
             self.step = STEP;
-        } else if !wants_recency && !self.moved && self.share >= MAX_SHARE && self.step > -MIN_STEP
-        {
+        } else if !pays && !self.moved && self.share >= MAX_SHARE && self.step > -MIN_STEP {
             // Resting at the largest window once recency no longer pays: the way back down
             // (the hint takes a drifting set's climb there, and nothing else would turn it
             // at the bound; a loop or Zipf that follows wants a small window again).
@@ -310,7 +313,7 @@ impl Climber {
         } else {
             self.step *= STEP_DECAY;
         }
-        if wants_recency {
+        if pays {
             // While recency pays the climb points to a larger window, whatever the last
             // sample did: the learnt bias buys recency too, and with both adapting a fall
             // was as often the bias's doing as the step's, so the share walked near zero
@@ -362,14 +365,14 @@ mod tests {
 
     /// Feeds samples whose hit rate `rate_at(share)` depends on the share.
     fn climb(c: &mut Climber, samples: usize, rate_at: impl FnMut(f64) -> f64) {
-        climb_hinted(c, samples, false, rate_at);
+        climb_hinted(c, samples, Recency::Unknown, rate_at);
     }
 
-    /// [`climb`], with admission regret's hint that recency pays set to `wants_recency`.
+    /// [`climb`], with admission regret's hint `recency`.
     fn climb_hinted(
         c: &mut Climber,
         samples: usize,
-        wants_recency: bool,
+        recency: Recency,
         mut rate_at: impl FnMut(f64) -> f64,
     ) {
         // Hits and misses interleaved in chunks, as the policy hands them over (a sample's
@@ -380,7 +383,7 @@ mod tests {
             let hits_by = |requests: u64| (rate * requests as f64).round() as u64;
             for i in 0..MIN_SAMPLE / CHUNK {
                 let hits = hits_by((i + 1) * CHUNK) - hits_by(i * CHUNK);
-                c.record(hits, CHUNK - hits, MIN_SAMPLE, wants_recency);
+                c.record(hits, CHUNK - hits, MIN_SAMPLE, recency);
             }
             c.validate();
         }
@@ -400,15 +403,36 @@ mod tests {
         assert_eq!(stuck.share(), MIN_SHARE);
         // With the hint it leaves the bound and climbs; while the hint holds a fall does
         // not turn it, so it ends at the largest window.
-        climb_hinted(&mut rested, 40, true, |s| 0.9 - (s - 0.5).abs());
+        climb_hinted(&mut rested, 40, Recency::Pays, |s| 0.9 - (s - 0.5).abs());
         assert_eq!(rested.share(), MAX_SHARE);
+    }
+
+    #[test]
+    fn a_lean_to_recency_tries_a_larger_window_and_the_climb_decides() {
+        // Resting at the smallest window where a larger one pays (best at half the cache):
+        // the lean lifts it, and hill climbing, not the hint, takes it to the best share.
+        let mut lifted = Climber::default();
+        climb(&mut lifted, 20, |_| 0.5);
+        assert_eq!(lifted.share(), MIN_SHARE);
+        climb_hinted(&mut lifted, 60, Recency::Leans, |s| 0.9 - (s - 0.5).abs());
+        assert!((lifted.share() - 0.5).abs() < 0.15, "{}", lifted.share());
+        // Where the smallest window is best, the lift is turned back by the fall it causes:
+        // the share stays near the bound rather than climbing.
+        let mut tried = Climber::default();
+        climb(&mut tried, 20, |_| 0.5);
+        let mut highest: f64 = 0.0;
+        for _ in 0..60 {
+            climb_hinted(&mut tried, 1, Recency::Leans, |s| 0.6 - s);
+            highest = highest.max(tried.share());
+        }
+        assert!(highest <= STEP + 1e-9, "climbed to {highest}");
     }
 
     #[test]
     fn a_climber_resting_at_the_largest_window_comes_down_without_the_hint() {
         let mut c = Climber::default();
-        climb_hinted(&mut c, 20, false, |_| 0.5);
-        climb_hinted(&mut c, 40, true, |_| 0.5);
+        climb_hinted(&mut c, 20, Recency::Unknown, |_| 0.5);
+        climb_hinted(&mut c, 40, Recency::Pays, |_| 0.5);
         assert_eq!(c.share(), MAX_SHARE);
         // Recency no longer pays, and a small window is best (a loop after the drift).
         climb(&mut c, 60, |s| 0.6 - s / 2.0);
@@ -459,13 +483,14 @@ mod tests {
         for i in 0..40 {
             let rate = 0.35 - c.share() + if i % 2 == 0 { 0.03 } else { -0.03 };
             let hits = (rate * MIN_SAMPLE as f64).round() as u64;
-            restarts += usize::from(c.record(hits, MIN_SAMPLE - hits, MIN_SAMPLE, false));
+            restarts +=
+                usize::from(c.record(hits, MIN_SAMPLE - hits, MIN_SAMPLE, Recency::Unknown));
         }
         assert_eq!(restarts, 0);
         assert!(c.share() < 0.02, "{}", c.share());
         // The workload changes: the hit rate falls by a third.
         let hits = (0.12 * MIN_SAMPLE as f64) as u64;
-        assert!(c.record(hits, MIN_SAMPLE - hits, MIN_SAMPLE, false));
+        assert!(c.record(hits, MIN_SAMPLE - hits, MIN_SAMPLE, Recency::Unknown));
         c.validate();
     }
 
@@ -482,7 +507,7 @@ mod tests {
         };
         let sample = |c: &mut Climber, rate: f64| {
             let hits = (rate * MIN_SAMPLE as f64).round() as u64;
-            assert!(!c.record(hits, MIN_SAMPLE - hits, MIN_SAMPLE, false));
+            assert!(!c.record(hits, MIN_SAMPLE - hits, MIN_SAMPLE, Recency::Unknown));
             c.validate();
         };
         // A third of a point lower: within the swing, the climb goes on.
@@ -497,7 +522,7 @@ mod tests {
     /// One sample at hit rate `rate`; returns whether it restarted the climb.
     fn sample(c: &mut Climber, rate: f64) -> bool {
         let hits = (rate * MIN_SAMPLE as f64).round() as u64;
-        let restarted = c.record(hits, MIN_SAMPLE - hits, MIN_SAMPLE, false);
+        let restarted = c.record(hits, MIN_SAMPLE - hits, MIN_SAMPLE, Recency::Unknown);
         c.validate();
         restarted
     }
@@ -592,7 +617,7 @@ mod tests {
         let chunk = 500;
         for _ in 0..requests / chunk {
             let hits = (rate * chunk as f64).round() as u64;
-            restarts += usize::from(c.record(hits, chunk - hits, sample, false));
+            restarts += usize::from(c.record(hits, chunk - hits, sample, Recency::Unknown));
             c.validate();
         }
         restarts

@@ -254,9 +254,10 @@ impl TinyLfu {
         if self.full {
             self.surge.record(hits, misses);
         }
+        self.regret.observe();
         if self
             .climber
-            .record(hits, misses, 10 * len, self.regret.wants_recency())
+            .record(hits, misses, 10 * len, self.regret.recency())
         {
             self.restart();
         }

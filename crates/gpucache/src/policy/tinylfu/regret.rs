@@ -19,7 +19,8 @@
 //! a few thousand requests rather than at the next sketch aging. On Zipf the bias sits at
 //! or just above its strict end; on loops the two kinds return alike and it stays near
 //! zero. A bias of [`RECENCY_BIAS`] or more also tells the window's climber that recency
-//! pays ([`Regret::wants_recency`]). A bias rising while the hit rate has fallen is a
+//! pays, and a slow average of the bias at [`LEAN_BIAS`] or more that it may
+//! ([`Regret::recency`]). A bias rising while the hit rate has fallen is a
 //! change of working set ([`super::surge`]): the policy restarts and the bias starts again
 //! from neutral ([`Regret::reset_bias`]).
 //!
@@ -46,6 +47,18 @@ const SLACK: f32 = 1.0 / 32.0;
 /// traces' best window is large; loops and Zipf, which want the smallest, keep a bias near
 /// or below zero).
 const RECENCY_BIAS: f32 = 2.0;
+/// From this average of the bias on ([`Regret::observe`]), recency may pay: the climber tries
+/// a window off the smallest one and keeps it only if the hit rate does not fall. A
+/// drifting set at 150-300 entries can settle with a zero window and a bias near 1, where
+/// rejected and displaced keys return alike, short of [`RECENCY_BIAS`]; a larger window
+/// would hit up to a fifth more there, and the climber, which does not turn round at a
+/// bound, never tried one (docs/memory-tier.md). Zipf, scans and loops keep the bias at or
+/// below zero.
+const LEAN_BIAS: f32 = 0.7;
+/// The average of the bias takes this many observations (one per probe of the hit rate,
+/// about 128 misses per entry in all): long enough that the transient rise after a change
+/// of working set does not reach [`LEAN_BIAS`].
+const LEAN_OBSERVATIONS: f32 = 1024.0;
 
 /// Bit of a table word that marks a displaced loser (clear: rejected).
 const DISPLACED: u32 = 1 << 15;
@@ -83,6 +96,21 @@ pub(super) struct Regret {
     credit: i8,
     /// Moving share of displacements among the contests' losers.
     displaced_share: f32,
+    /// Slow moving average of `bias` ([`Regret::observe`]). Invariant: within the bias's
+    /// bounds.
+    settled_bias: f32,
+}
+
+/// What admission regret says about recency, for the window's climber
+/// ([`super::climber`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Recency {
+    /// No sign that it pays: hill climbing alone sizes the window.
+    Unknown,
+    /// It may pay ([`LEAN_BIAS`]): a climber resting at the smallest window tries a larger one.
+    Leans,
+    /// It pays ([`RECENCY_BIAS`]): the climb points to a larger window.
+    Pays,
 }
 
 impl Regret {
@@ -111,9 +139,21 @@ impl Regret {
         self.bias
     }
 
-    /// Whether the bias says recency pays (see [`RECENCY_BIAS`]).
-    pub(super) fn wants_recency(&self) -> bool {
-        self.bias >= RECENCY_BIAS
+    /// What the bias, and its slow average, say about recency.
+    pub(super) fn recency(&self) -> Recency {
+        if self.bias >= RECENCY_BIAS {
+            Recency::Pays
+        } else if self.settled_bias >= LEAN_BIAS {
+            Recency::Leans
+        } else {
+            Recency::Unknown
+        }
+    }
+
+    /// Moves the slow average of the bias a step towards it: once per probe of the hit rate
+    /// (the probes are what the window's climber acts on).
+    pub(super) fn observe(&mut self) {
+        self.settled_bias += (self.bias - self.settled_bias) / LEAN_OBSERVATIONS;
     }
 
     /// Remembers that `key_hash` lost a contest as `kind`.
@@ -209,6 +249,11 @@ impl Regret {
             self.bias
         );
         assert!(
+            (MIN_BIAS..=MAX_BIAS).contains(&self.settled_bias),
+            "settled bias {} out of bounds",
+            self.settled_bias
+        );
+        assert!(
             (0.0..=1.0).contains(&self.displaced_share),
             "displaced share {}",
             self.displaced_share
@@ -251,6 +296,27 @@ mod tests {
     }
 
     #[test]
+    fn recency_leans_only_after_a_bias_held_for_long() {
+        let mut r = Regret::with_bias(1.0);
+        // A rise as brief as the one after a change of working set does not lean.
+        (0..200).for_each(|_| r.observe());
+        assert_eq!(r.recency(), Recency::Unknown);
+        (0..2000).for_each(|_| r.observe());
+        assert_eq!(r.recency(), Recency::Leans, "{}", r.settled_bias);
+        // A bias at the strict end (Zipf) takes the lean back.
+        let settled = r.settled_bias;
+        r = Regret {
+            settled_bias: settled,
+            ..Regret::with_bias(MIN_BIAS)
+        };
+        (0..1000).for_each(|_| r.observe());
+        assert_eq!(r.recency(), Recency::Unknown, "{}", r.settled_bias);
+        // A bias of RECENCY_BIAS says recency pays at once.
+        assert_eq!(Regret::with_bias(RECENCY_BIAS).recency(), Recency::Pays);
+        r.validate();
+    }
+
+    #[test]
     fn returning_rejections_raise_the_bias_and_displacements_lower_it() {
         let mut r = sized(1000);
         // One displacement in ten losers, as after a change of working set.
@@ -265,7 +331,7 @@ mod tests {
             }
             r.validate();
         }
-        assert!(r.wants_recency(), "bias {}", r.bias);
+        assert_eq!(r.recency(), Recency::Pays, "bias {}", r.bias);
         assert_eq!(r.credit(), 8);
         for round in 0..4000u64 {
             r.note(hash(1 << 40 | round), Loser::Displaced);

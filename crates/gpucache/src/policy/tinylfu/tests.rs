@@ -1,6 +1,7 @@
 //! Behaviour of W-TinyLFU: admission, protection, loops, scans, weights, shared hits.
 
 use super::*;
+use regret::Recency;
 
 /// Replays `keys` against a policy bounded to `capacity` unit entries as the store does
 /// (evict while full, then insert); returns the hits.
@@ -158,8 +159,9 @@ fn a_drifting_working_set_opens_the_window() {
             .collect();
         let mut p = TinyLfu::default();
         replay(&mut p, &keys, 100);
-        assert!(
-            p.regret.wants_recency(),
+        assert_eq!(
+            p.regret.recency(),
+            Recency::Pays,
             "seed {seed}: credit {}",
             p.regret.credit()
         );
@@ -509,4 +511,50 @@ fn a_change_of_working_set_surges_once_and_steady_workloads_never() {
     assert!(drift.is_empty(), "drift surged at {drift:?}");
     let low = surges(&zipf_ranks(&mut x, 150_000, 1_000_000), 100, 0);
     assert!(low.is_empty(), "a low hit rate surged at {low:?}");
+}
+
+/// `n` ranks of a Zipf distribution with exponent `alpha` over `ranks` ranks (rank r with
+/// probability proportional to 1/(r+1)^alpha), from `x`'s xorshift.
+fn zipf_alpha_ranks(x: &mut u64, n: usize, ranks: usize, alpha: f64) -> Vec<u64> {
+    let cdf: Vec<f64> = (0..ranks)
+        .scan(0.0, |total, r| {
+            *total += 1.0 / ((r + 1) as f64).powf(alpha);
+            Some(*total)
+        })
+        .collect();
+    let total = cdf[ranks - 1];
+    (0..n)
+        .map(|_| {
+            *x ^= *x << 13;
+            *x ^= *x >> 7;
+            *x ^= *x << 17;
+            let u = (*x >> 11) as f64 / (1u64 << 53) as f64 * total;
+            cdf.partition_point(|&c| c < u) as u64
+        })
+        .collect()
+}
+
+#[test]
+fn a_drift_that_settles_with_a_closed_window_leans_it_open() {
+    // Zipf 0.7 sliding by one key every 20 requests through 200 entries. Some runs settle
+    // early with a zero window and a bias near 1 (rejected and displaced keys return alike),
+    // short of the hint that recency pays; a wide window hits about a fifth more. Without
+    // the lean (the bias's slow average) 2 of these 12 runs ended at a zero window with
+    // 42,000 hits against the others' 54,000-55,000.
+    for seed in 1..=12u64 {
+        let mut x = seed * 7919;
+        let keys: Vec<u64> = zipf_alpha_ranks(&mut x, 200_000, 2000, 0.7)
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| i as u64 / 20 + r)
+            .collect();
+        let mut p = TinyLfu::default();
+        let hits = replay(&mut p, &keys, 200);
+        assert!(
+            p.window_share() > 0.5 && hits > 48_000,
+            "seed {seed}: window share {}, {hits} hits, bias {}",
+            p.window_share(),
+            p.regret.bias()
+        );
+    }
 }
