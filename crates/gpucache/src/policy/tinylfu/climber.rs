@@ -344,6 +344,15 @@ impl Climber {
         self.moved = self.share != before;
     }
 
+    /// A climber whose window share is `share` (tests of the rules that read it).
+    #[cfg(test)]
+    pub(super) fn with_share(share: f64) -> Climber {
+        Climber {
+            share: share.clamp(MIN_SHARE, MAX_SHARE),
+            ..Climber::default()
+        }
+    }
+
     #[cfg(any(test, fuzzing))]
     pub(super) fn validate(&self) {
         assert!(

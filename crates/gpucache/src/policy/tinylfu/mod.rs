@@ -22,7 +22,9 @@
 //! within a few thousand requests instead of waiting for the sketch to age; on Zipf it
 //! stands one count above TinyLFU's. When the bar starts to drop while the hit rate has
 //! fallen, the working set has changed: the policy restarts at once ([`surge`]) rather than
-//! at the end of the climber's sample.
+//! at the end of the climber's sample. While the bar stands low and the window is closed, a
+//! probation entry that went round protected without a hit counts half its estimate
+//! ([`TinyLfu::accesses`]): the favourites of a slowly drifting set die at their most popular.
 //!
 //! Hits are recorded under a shared lock: a hit only bumps the entry's atomic count of
 //! pending hits. Queues are therefore CLOCK-ordered rather than strictly LRU: an entry
@@ -112,6 +114,9 @@ struct Meta {
     key_hash: u64,
     weight: u64,
     place: Place,
+    /// Moved down from protected by its overflow (it went round protected without a hit)
+    /// and not requested since: see [`TinyLfu::accesses`].
+    stale: bool,
 }
 
 /// The W-TinyLFU policy. See the module documentation.
@@ -169,6 +174,7 @@ impl TinyLfu {
         if hits == 0 {
             return false;
         }
+        self.meta[id as usize].stale = false;
         self.sketch
             .increment(self.meta[id as usize].key_hash, u64::from(hits));
         self.folded += u64::from(hits);
@@ -216,6 +222,7 @@ impl TinyLfu {
                 break;
             };
             self.relocate(id, Place::Probation);
+            self.meta[id as usize].stale = true;
         }
     }
 
@@ -313,10 +320,25 @@ impl TinyLfu {
     }
 
     /// A resident entry's estimated accesses: its sketch count plus the hits not yet
-    /// folded into it.
+    /// folded into it, the count halved for a [`Meta::stale`] entry while the window is
+    /// closed and rejected keys return more than displaced ones (a credit of 1 or more).
+    /// Such an entry went round protected without a hit, yet the count it earned while it
+    /// was popular would win its contests until the sketch ages: in a slowly drifting set
+    /// the most popular keys are the next to die, and at a closed window (no recency on the
+    /// way in) they kept the newly popular ones out (drift at 700-1,000 entries). With a
+    /// window open, recency is the window's to give: halving there as well cost the drifts
+    /// at 150-300 entries, whose best windows are wide, up to 0.03 of the best peer's hits
+    /// (docs/memory-tier.md). Loops and Zipf keep a credit of 0 or less, so their contests
+    /// never see it.
     fn accesses(&self, id: EntryId) -> u64 {
-        self.sketch.estimate(self.meta[id as usize].key_hash)
-            + u64::from(self.pending[id as usize].load(Ordering::Relaxed))
+        let m = self.meta[id as usize];
+        let pending = u64::from(self.pending[id as usize].load(Ordering::Relaxed));
+        let count = self.sketch.estimate(m.key_hash);
+        let stale = m.stale
+            && pending == 0
+            && self.regret.credit() >= 1
+            && self.climber.share() <= climber::MIN_SHARE;
+        (if stale { count / 2 } else { count }) + pending
     }
 
     /// Whether the candidate should displace the victim and, if it weighs more, the
@@ -487,6 +509,7 @@ impl EvictionPolicy for TinyLfu {
             key_hash,
             weight,
             place: Place::Window,
+            stale: false,
         };
         self.queues[Place::Window as usize].push_back(&mut self.links, id);
         self.weights[Place::Window as usize] += weight;
