@@ -25,6 +25,10 @@
 //! below every part of the last sample by the restart threshold end it early, as a change of
 //! workload (periodic workloads' low parts recur every sample). The parts seen while the
 //! cache fills are forgotten when it is first full ([`Climber::filled`]).
+//!
+//! Admission regret hints at recency ([`Recency`]): where it pays, the climb points to a
+//! larger window; where it only may (a lean), a climber resting at the smallest window takes
+//! a step up and hill climbing decides from there.
 
 use super::regret::Recency;
 
@@ -113,6 +117,9 @@ pub(super) struct Climber {
     /// a memory tier builds a policy per shard on every open, and shards never used need
     /// none).
     parts: Option<Box<Parts>>,
+    /// Whether the last adjustment was a lean's lift off the smallest window: a fall right
+    /// after it is the lift's own doing, not a new workload.
+    lifted: bool,
 }
 
 /// A sample watched in parts ([`part_of`]).
@@ -142,6 +149,7 @@ impl Default for Climber {
             noise: INITIAL_NOISE,
             recovery: None,
             parts: None,
+            lifted: false,
         }
     }
 }
@@ -159,13 +167,18 @@ impl Climber {
         self.share
     }
 
+    /// Whether the window is closed (its share at the smallest).
+    pub(super) fn closed(&self) -> bool {
+        self.share <= MIN_SHARE
+    }
+
     /// Records `hits` hits and `misses` misses; at the end of a sample of `sample` requests,
     /// adjusts the share. Returns whether the hit rate just fell by [`RESTART`] or more (the
     /// workload changed).
     /// `recency` (admission regret's hint, [`super::regret`]): where it pays, the climb
     /// points to a larger window (off the smallest one too); where it may, a climber resting
-    /// at the smallest window tries a larger one; otherwise a climber resting at the largest
-    /// window tries a smaller one.
+    /// at the smallest window tries a larger one; unless it pays, a climber resting at the
+    /// largest window tries a smaller one.
     pub(super) fn record(&mut self, hits: u64, misses: u64, sample: u64, recency: Recency) -> bool {
         self.hits += hits;
         self.misses += misses;
@@ -244,7 +257,9 @@ impl Climber {
         // the very next sample, or a climb that turns down again before it gets back, was
         // a swing after all: what was held back is learnt then.
         let restart_at = self.restart_threshold();
-        let restart = change <= -restart_at;
+        // The sample after a lean's lift: its fall is the lift's doing (turned round below).
+        let lifted = std::mem::take(&mut self.lifted);
+        let restart = change <= -restart_at && !lifted;
         let mut before = previous;
         // Whether this change ends a climb back of several samples (not learnt either).
         let mut climbing = false;
@@ -291,18 +306,18 @@ impl Climber {
             self.step = -self.step;
         }
         let pays = recency == Recency::Pays;
-        if recency != Recency::Unknown
-            && !self.moved
-            && self.share <= MIN_SHARE
-            && self.step < MIN_STEP
-        {
+        // A lean does not lift on a restart: at a bound a restart keeps its place (above).
+        let leans = recency == Recency::Leans && !restart;
+        if (pays || leans) && !self.moved && self.share <= MIN_SHARE && self.step < MIN_STEP {
             // Resting at the smallest window while rejected keys keep coming back: the one
             // way off the bound (a fall there does not turn the climb, see above). Without
             // it a drifting working set at 100 entries stayed at a zero window in 6 of 8
             // runs once admission regret had smoothed the fall that used to turn it round.
             // Where recency only may pay, the climb decides after this step: a fall turns
-            // it back down.
+            // it back down, and it lifts again each time it comes to rest while the lean
+            // holds (a single try per rest failed on noise: drift-0.7@150 -0.03).
             self.step = STEP;
+            self.lifted = !pays;
         } else if !pays && !self.moved && self.share >= MAX_SHARE && self.step > -MIN_STEP {
             // Resting at the largest window once recency no longer pays: the way back down
             // (the hint takes a drifting set's climb there, and nothing else would turn it
@@ -374,16 +389,17 @@ mod tests {
 
     /// Feeds samples whose hit rate `rate_at(share)` depends on the share.
     fn climb(c: &mut Climber, samples: usize, rate_at: impl FnMut(f64) -> f64) {
-        climb_hinted(c, samples, Recency::Unknown, rate_at);
+        climb_hinted(c, samples, Recency::Unproven, rate_at);
     }
 
-    /// [`climb`], with admission regret's hint `recency`.
+    /// [`climb`], with admission regret's hint `recency`; returns the restarts.
     fn climb_hinted(
         c: &mut Climber,
         samples: usize,
         recency: Recency,
         mut rate_at: impl FnMut(f64) -> f64,
-    ) {
+    ) -> usize {
+        let mut restarts = 0;
         // Hits and misses interleaved in chunks, as the policy hands them over (a sample's
         // hits all at once would make its parts all hits, then all misses).
         const CHUNK: u64 = 100;
@@ -392,10 +408,11 @@ mod tests {
             let hits_by = |requests: u64| (rate * requests as f64).round() as u64;
             for i in 0..MIN_SAMPLE / CHUNK {
                 let hits = hits_by((i + 1) * CHUNK) - hits_by(i * CHUNK);
-                c.record(hits, CHUNK - hits, MIN_SAMPLE, recency);
+                restarts += usize::from(c.record(hits, CHUNK - hits, MIN_SAMPLE, recency));
             }
             c.validate();
         }
+        restarts
     }
 
     #[test]
@@ -426,21 +443,26 @@ mod tests {
         climb_hinted(&mut lifted, 60, Recency::Leans, |s| 0.9 - (s - 0.5).abs());
         assert!((lifted.share() - 0.5).abs() < 0.15, "{}", lifted.share());
         // Where the smallest window is best, the lift is turned back by the fall it causes:
-        // the share stays near the bound rather than climbing.
+        // the share stays near the bound rather than climbing, and that fall (a step's worth,
+        // beyond the restart threshold of a steady rate) is not taken for a new workload.
         let mut tried = Climber::default();
         climb(&mut tried, 20, |_| 0.5);
-        let mut highest: f64 = 0.0;
+        let (mut highest, mut restarts, mut lifts) = (0.0f64, 0, 0);
         for _ in 0..60 {
-            climb_hinted(&mut tried, 1, Recency::Leans, |s| 0.6 - s);
+            let before = tried.share();
+            restarts += climb_hinted(&mut tried, 1, Recency::Leans, |s| 0.6 - s);
+            lifts += usize::from(before <= MIN_SHARE && tried.share() > MIN_SHARE);
             highest = highest.max(tried.share());
         }
         assert!(highest <= STEP + 1e-9, "climbed to {highest}");
+        assert!(lifts > 1, "the lean tries again at each rest: {lifts}");
+        assert_eq!(restarts, 0);
     }
 
     #[test]
     fn a_climber_resting_at_the_largest_window_comes_down_without_the_hint() {
         let mut c = Climber::default();
-        climb_hinted(&mut c, 20, Recency::Unknown, |_| 0.5);
+        climb_hinted(&mut c, 20, Recency::Unproven, |_| 0.5);
         climb_hinted(&mut c, 40, Recency::Pays, |_| 0.5);
         assert_eq!(c.share(), MAX_SHARE);
         // Recency no longer pays, and a small window is best (a loop after the drift).
@@ -493,13 +515,13 @@ mod tests {
             let rate = 0.35 - c.share() + if i % 2 == 0 { 0.03 } else { -0.03 };
             let hits = (rate * MIN_SAMPLE as f64).round() as u64;
             restarts +=
-                usize::from(c.record(hits, MIN_SAMPLE - hits, MIN_SAMPLE, Recency::Unknown));
+                usize::from(c.record(hits, MIN_SAMPLE - hits, MIN_SAMPLE, Recency::Unproven));
         }
         assert_eq!(restarts, 0);
         assert!(c.share() < 0.02, "{}", c.share());
         // The workload changes: the hit rate falls by a third.
         let hits = (0.12 * MIN_SAMPLE as f64) as u64;
-        assert!(c.record(hits, MIN_SAMPLE - hits, MIN_SAMPLE, Recency::Unknown));
+        assert!(c.record(hits, MIN_SAMPLE - hits, MIN_SAMPLE, Recency::Unproven));
         c.validate();
     }
 
@@ -516,7 +538,7 @@ mod tests {
         };
         let sample = |c: &mut Climber, rate: f64| {
             let hits = (rate * MIN_SAMPLE as f64).round() as u64;
-            assert!(!c.record(hits, MIN_SAMPLE - hits, MIN_SAMPLE, Recency::Unknown));
+            assert!(!c.record(hits, MIN_SAMPLE - hits, MIN_SAMPLE, Recency::Unproven));
             c.validate();
         };
         // A third of a point lower: within the swing, the climb goes on.
@@ -531,7 +553,7 @@ mod tests {
     /// One sample at hit rate `rate`; returns whether it restarted the climb.
     fn sample(c: &mut Climber, rate: f64) -> bool {
         let hits = (rate * MIN_SAMPLE as f64).round() as u64;
-        let restarted = c.record(hits, MIN_SAMPLE - hits, MIN_SAMPLE, Recency::Unknown);
+        let restarted = c.record(hits, MIN_SAMPLE - hits, MIN_SAMPLE, Recency::Unproven);
         c.validate();
         restarted
     }
@@ -626,7 +648,7 @@ mod tests {
         let chunk = 500;
         for _ in 0..requests / chunk {
             let hits = (rate * chunk as f64).round() as u64;
-            restarts += usize::from(c.record(hits, chunk - hits, sample, Recency::Unknown));
+            restarts += usize::from(c.record(hits, chunk - hits, sample, Recency::Unproven));
             c.validate();
         }
         restarts

@@ -34,7 +34,8 @@
 //! Invariants (checked by [`TinyLfu::validate`]): every tracked id is on exactly one queue,
 //! the one its metadata names; each queue's weight is the sum of its entries' weights;
 //! pending counts are at most [`MAX_PENDING`]; the candidate queue is empty until the first
-//! eviction; a free id has no pending hits (they are folded when it stops being tracked).
+//! eviction; a free id has no pending hits (they are folded when it stops being tracked); a
+//! stale entry ([`Meta::stale`]) is on probation.
 //! Only the climber's hit count reads pending counts of entries it does not own at the time
 //! (racing readers may bump them): it tolerates an approximate sum.
 
@@ -114,8 +115,10 @@ struct Meta {
     key_hash: u64,
     weight: u64,
     place: Place,
-    /// Moved down from protected by its overflow (it went round protected without a hit)
-    /// and not requested since: see [`TinyLfu::accesses`].
+    /// Moved down from protected ([`TinyLfu::demote`]: it went round protected without a
+    /// hit) and not moved since ([`TinyLfu::relocate`] clears it). Hits fold into a
+    /// probation entry only as it is promoted, so a stale entry has had none folded since;
+    /// hits still pending are checked by [`TinyLfu::accesses`], which reads it.
     stale: bool,
 }
 
@@ -157,14 +160,23 @@ impl TinyLfu {
         self.weights.iter().sum()
     }
 
-    /// Moves `id` from wherever it is to the back of `to`.
+    /// Moves `id` from wherever it is to the back of `to`, no longer stale
+    /// ([`TinyLfu::demote`] marks it after).
     fn relocate(&mut self, id: EntryId, to: Place) {
         let m = self.meta[id as usize];
         self.queues[m.place as usize].unlink(&mut self.links, id);
         self.weights[m.place as usize] -= m.weight;
         self.queues[to as usize].push_back(&mut self.links, id);
         self.weights[to as usize] += m.weight;
-        self.meta[id as usize].place = to;
+        let m = &mut self.meta[id as usize];
+        m.place = to;
+        m.stale = false;
+    }
+
+    /// Moves protected's settled front `id` (no pending hits) down to probation's back, stale.
+    fn demote(&mut self, id: EntryId) {
+        self.relocate(id, Place::Probation);
+        self.meta[id as usize].stale = true;
     }
 
     /// Takes `id`'s pending hits into the sketch and the climber's count; returns whether it
@@ -174,7 +186,6 @@ impl TinyLfu {
         if hits == 0 {
             return false;
         }
-        self.meta[id as usize].stale = false;
         self.sketch
             .increment(self.meta[id as usize].key_hash, u64::from(hits));
         self.folded += u64::from(hits);
@@ -221,8 +232,7 @@ impl TinyLfu {
             let Some(id) = self.settle_front(Place::Protected) else {
                 break;
             };
-            self.relocate(id, Place::Probation);
-            self.meta[id as usize].stale = true;
+            self.demote(id);
         }
     }
 
@@ -243,7 +253,9 @@ impl TinyLfu {
     /// Counts a miss; every so many misses counts the hits since the last probe exactly
     /// (folded plus still pending: a scan of the pending counts, cheap against the misses
     /// between probes) and hands both to the climber, and to the surge watch once the cache
-    /// is full. Hits alone cannot drive the count: they arrive under a shared lock.
+    /// is full; each probe also moves admission regret's slow average of its bias
+    /// ([`Regret::observe`]). Hits alone cannot drive the count: they arrive under a shared
+    /// lock.
     fn count_miss(&mut self, len: u64) {
         self.misses_since_probe += 1;
         if self.misses_since_probe < (len / 8).max(16) {
@@ -297,7 +309,8 @@ impl TinyLfu {
     /// pending hits and are promoted back when they reach the front, the others must now
     /// out-count each new candidate. Linear in the entries, once per restart (the climber's
     /// restarts take at least two parts of a sample, 2,500 requests; a surge, one per fall
-    /// of the hit rate).
+    /// of the hit rate). No entry is stale afterwards: the counts that let stale entries
+    /// win were just forgotten or halved ([`TinyLfu::restart`]).
     fn expose_protected(&mut self) {
         let behind = self.queues[Place::Probation as usize].len();
         while let Some(id) = self.queues[Place::Protected as usize].front() {
@@ -307,6 +320,7 @@ impl TinyLfu {
             let probation = &mut self.queues[Place::Probation as usize];
             let Some(id) = probation.front() else { break };
             probation.move_to_back(&mut self.links, id);
+            self.meta[id as usize].stale = false;
         }
     }
 
@@ -320,8 +334,9 @@ impl TinyLfu {
     }
 
     /// A resident entry's estimated accesses: its sketch count plus the hits not yet
-    /// folded into it, the count halved for a [`Meta::stale`] entry while the window is
-    /// closed and rejected keys return more than displaced ones (a credit of 1 or more).
+    /// folded into it, the count halved for a [`Meta::stale`] entry without pending hits
+    /// while the window is closed and rejected keys return more than displaced ones (a
+    /// credit of 1 or more: a bias above 1/32 count).
     /// Such an entry went round protected without a hit, yet the count it earned while it
     /// was popular would win its contests until the sketch ages: in a slowly drifting set
     /// the most popular keys are the next to die, and at a closed window (no recency on the
@@ -334,10 +349,7 @@ impl TinyLfu {
         let m = self.meta[id as usize];
         let pending = u64::from(self.pending[id as usize].load(Ordering::Relaxed));
         let count = self.sketch.estimate(m.key_hash);
-        let stale = m.stale
-            && pending == 0
-            && self.regret.credit() >= 1
-            && self.climber.share() <= climber::MIN_SHARE;
+        let stale = m.stale && pending == 0 && self.regret.credit() >= 1 && self.climber.closed();
         (if stale { count / 2 } else { count }) + pending
     }
 
@@ -431,7 +443,7 @@ impl TinyLfu {
                 continue;
             }
             let ff = *f_front.get_or_insert_with(|| self.accesses(front));
-            if dominated(m.weight, self.sketch.estimate(m.key_hash), fm.weight, ff) {
+            if dominated(m.weight, self.accesses(e), fm.weight, ff) {
                 (best, best_weight) = (e, m.weight);
             }
         }
@@ -474,6 +486,10 @@ impl TinyLfu {
                 assert!(tracked(id), "W-TinyLFU tracks a free id {id}");
                 let m = self.meta[id as usize];
                 assert_eq!(m.place, place, "id {id} is on another queue");
+                assert!(
+                    !m.stale || place == Place::Probation,
+                    "stale id {id} on {place:?}"
+                );
                 assert!(self.pending[id as usize].load(Ordering::Relaxed) <= MAX_PENDING);
                 sum += m.weight;
             }
@@ -613,7 +629,7 @@ impl EvictionPolicy for TinyLfu {
                     // Probation is empty: take protected's oldest down to it.
                     match self.settle_front(Place::Protected) {
                         Some(v) => {
-                            self.relocate(v, Place::Probation);
+                            self.demote(v);
                             Some(v)
                         }
                         None => None,

@@ -56,7 +56,8 @@ const RECENCY_BIAS: f32 = 2.0;
 /// below zero.
 const LEAN_BIAS: f32 = 0.8;
 /// The average of the bias takes this many observations (one per probe of the hit rate,
-/// about 32 misses per entry in all): long enough that the transient rise after a change
+/// about 32 misses per entry in all from 128 entries on; probes come every eighth of the
+/// entries' count of misses, at least 16): long enough that the transient rise after a change
 /// of working set does not reach [`LEAN_BIAS`] (a lean from the bias itself cost the phase
 /// cycles at 1,000 entries 0.007), short enough that a drift at 300 entries leans within
 /// its first quarter.
@@ -107,8 +108,8 @@ pub(super) struct Regret {
 /// ([`super::climber`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Recency {
-    /// No sign that it pays: hill climbing alone sizes the window.
-    Unknown,
+    /// Not shown to pay (Zipf, scans, loops): hill climbing alone sizes the window.
+    Unproven,
     /// It may pay ([`LEAN_BIAS`]): a climber resting at the smallest window tries a larger one.
     Leans,
     /// It pays ([`RECENCY_BIAS`]): the climb points to a larger window.
@@ -148,7 +149,7 @@ impl Regret {
         } else if self.settled_bias >= LEAN_BIAS {
             Recency::Leans
         } else {
-            Recency::Unknown
+            Recency::Unproven
         }
     }
 
@@ -197,12 +198,13 @@ impl Regret {
         self.credit = credit_of(self.bias);
     }
 
-    /// Sets the bias back to neutral, TinyLFU's own bar (after a change of working set, what
-    /// was learnt about the old one no longer holds). The losers stay remembered: those
-    /// rejected just before are mostly the new set's keys, and their return after the
-    /// restart is evidence about the new set.
+    /// Sets the bias and its slow average back to neutral, TinyLFU's own bar (after a change
+    /// of working set, what was learnt about the old one no longer holds). The losers stay
+    /// remembered: those rejected just before are mostly the new set's keys, and their
+    /// return after the restart is evidence about the new set.
     pub(super) fn reset_bias(&mut self) {
         self.bias = 0.0;
+        self.settled_bias = 0.0;
         self.credit = credit_of(0.0);
     }
 
@@ -302,20 +304,25 @@ mod tests {
         let mut r = Regret::with_bias(1.0);
         // A rise as brief as the one after a change of working set does not lean.
         (0..200).for_each(|_| r.observe());
-        assert_eq!(r.recency(), Recency::Unknown);
+        assert_eq!(r.recency(), Recency::Unproven);
         (0..2000).for_each(|_| r.observe());
         assert_eq!(r.recency(), Recency::Leans, "{}", r.settled_bias);
-        // A bias at the strict end (Zipf) takes the lean back.
+        // A bias at the strict end (Zipf) takes the lean back, slowly.
         let settled = r.settled_bias;
         r = Regret {
             settled_bias: settled,
             ..Regret::with_bias(MIN_BIAS)
         };
+        assert_eq!(r.recency(), Recency::Leans);
         (0..1000).for_each(|_| r.observe());
-        assert_eq!(r.recency(), Recency::Unknown, "{}", r.settled_bias);
+        assert_eq!(r.recency(), Recency::Unproven, "{}", r.settled_bias);
         // A bias of RECENCY_BIAS says recency pays at once.
         assert_eq!(Regret::with_bias(RECENCY_BIAS).recency(), Recency::Pays);
         r.validate();
+        // A reset (a change of working set) forgets the lean too.
+        r.settled_bias = 1.0;
+        r.reset_bias();
+        assert_eq!(r.recency(), Recency::Unproven);
     }
 
     #[test]
