@@ -533,6 +533,23 @@ fn zipf_alpha_ranks(x: &mut u64, n: usize, ranks: usize, alpha: f64) -> Vec<u64>
         .collect()
 }
 
+/// Replays 200,000 requests of Zipf `alpha` over `ranks` ranks, sliding by one key every
+/// `every` requests (seeded by `seed`), through `capacity` entries; returns the policy and
+/// its hits.
+fn replay_drift(
+    seed: u64,
+    ranks: usize,
+    alpha: f64,
+    every: u64,
+    capacity: usize,
+) -> (TinyLfu, usize) {
+    let mut x = seed * 7919;
+    let keys = drifting(zipf_alpha_ranks(&mut x, 200_000, ranks, alpha), every);
+    let mut p = TinyLfu::default();
+    let hits = replay(&mut p, &keys, capacity);
+    (p, hits)
+}
+
 #[test]
 fn a_drift_that_settles_with_a_closed_window_leans_it_open() {
     // Zipf 0.9 sliding by one key every 20 requests through 200 entries. Some runs settle
@@ -541,10 +558,7 @@ fn a_drift_that_settles_with_a_closed_window_leans_it_open() {
     // the lean (the bias's slow average) 5 of these 12 runs ended at a zero window with
     // 77,300-78,900 hits against the others' 88,700-91,800.
     for seed in 1..=12u64 {
-        let mut x = seed * 7919;
-        let keys = drifting(zipf_alpha_ranks(&mut x, 200_000, 2000, 0.9), 20);
-        let mut p = TinyLfu::default();
-        let hits = replay(&mut p, &keys, 200);
+        let (p, hits) = replay_drift(seed, 2000, 0.9, 20, 200);
         assert!(
             p.window_share() > 0.5 && hits > 85_000,
             "seed {seed}: window share {}, {hits} hits, bias {}",
@@ -562,10 +576,7 @@ fn a_slow_drift_keeps_its_window_closed_and_its_dead_favourites_out() {
     // rejected, the bias rose past the point where recency pays and the window opened
     // (42-80%), for 71,600-71,900 hits in these 4 runs against 74,400-75,700 with it.
     for seed in 1..=4u64 {
-        let mut x = seed * 7919;
-        let keys = drifting(zipf_alpha_ranks(&mut x, 200_000, 7000, 0.7), 70);
-        let mut p = TinyLfu::default();
-        let hits = replay(&mut p, &keys, 700);
+        let (p, hits) = replay_drift(seed, 7000, 0.7, 70, 700);
         assert!(
             p.window_share() < 0.1 && hits > 73_500,
             "seed {seed}: window share {}, {hits} hits, bias {}",
