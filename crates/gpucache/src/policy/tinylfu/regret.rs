@@ -49,7 +49,7 @@ const SLACK: f32 = 1.0 / 32.0;
 const RECENCY_BIAS: f32 = 2.0;
 /// From this average of the bias on ([`Regret::observe`]), recency may pay: the climber tries
 /// a window off the smallest one and keeps it only if the hit rate does not fall. A
-/// drifting set at 150-300 entries can settle with a zero window and a bias near 1, where
+/// drifting set at 100-300 entries can settle with a zero window and a bias near 1, where
 /// rejected and displaced keys return alike, short of [`RECENCY_BIAS`]; a larger window
 /// would hit up to a fifth more there, and the climber, which does not turn round at a
 /// bound, never tried one (docs/memory-tier.md). Zipf, scans and loops keep the bias at or
@@ -59,8 +59,8 @@ const LEAN_BIAS: f32 = 0.8;
 /// about 32 misses per entry in all from 128 entries on; probes come every eighth of the
 /// entries' count of misses, at least 16): long enough that the transient rise after a change
 /// of working set does not reach [`LEAN_BIAS`] (a lean from the bias itself cost the phase
-/// cycles at 1,000 entries 0.007), short enough that a drift at 300 entries leans within
-/// its first quarter.
+/// cycles at 1,000 entries 0.007), short enough that a bias held at 1 leans within about 400
+/// probes (a sixth of a 200,000-request drift at 300 entries).
 const LEAN_OBSERVATIONS: f32 = 256.0;
 
 /// Bit of a table word that marks a displaced loser (clear: rejected).
