@@ -456,9 +456,23 @@ fn a_long_probation_walks_only_behind_a_light_front() {
     weights[0] = 5;
     let p = probation_of(&weights);
     assert_eq!(p.heavier_victim(0), 5, "front below the average: walked");
-    // A short probation always walks.
+    // The walk stops after LONG_VICTIM_SCAN entries there: the heaviest within it goes (the
+    // first of the equals), not the heavier one just beyond.
+    weights[5] = 10;
+    weights[LONG_VICTIM_SCAN] = 40;
+    let p = probation_of(&weights);
+    assert_eq!(p.heavier_victim(0), 1, "beyond the walk");
+    weights[LONG_VICTIM_SCAN - 1] = 30;
+    let p = probation_of(&weights);
+    assert_eq!(p.heavier_victim(0), LONG_VICTIM_SCAN as EntryId - 1);
+    // A short probation always walks, and further.
     let p = probation_of(&[20, 10, 40]);
     assert_eq!(p.heavier_victim(0), 2);
+    let mut weights = vec![10; LONG_VICTIM_SCAN + 1];
+    weights[0] = 5;
+    weights[LONG_VICTIM_SCAN] = 40;
+    let p = probation_of(&weights);
+    assert_eq!(p.heavier_victim(0), LONG_VICTIM_SCAN as EntryId);
 }
 
 #[test]
