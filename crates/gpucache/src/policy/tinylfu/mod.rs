@@ -431,7 +431,8 @@ impl TinyLfu {
         // A front at least as heavy as probation's average has few strictly heavier entries
         // behind it: in a long probation, where the walk is a chain of cache misses, skip it.
         let len = probation.len();
-        if len > VICTIM_SKIP_LEN
+        let long = len > VICTIM_SKIP_LEN;
+        if long
             && u128::from(fm.weight) * len as u128
                 >= u128::from(self.weights[Place::Probation as usize])
         {
@@ -440,11 +441,7 @@ impl TinyLfu {
         let mut f_front = None;
         let (mut best, mut best_weight) = (front, fm.weight);
         let mut at = probation.next(&self.links, front);
-        let scan = if len > VICTIM_SKIP_LEN {
-            LONG_VICTIM_SCAN
-        } else {
-            VICTIM_SCAN
-        };
+        let scan = if long { LONG_VICTIM_SCAN } else { VICTIM_SCAN };
         for _ in 1..scan {
             let Some(e) = at else { break };
             at = probation.next(&self.links, e);

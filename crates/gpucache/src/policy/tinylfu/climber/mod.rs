@@ -241,14 +241,27 @@ impl Climber {
         self.misses += misses;
         let sample = sample.max(MIN_SAMPLE);
         if self.hits + self.misses >= sample {
-            return self.adjust(recency);
+            self.close_part(hits, misses, part_of(sample));
+            return self.adjust(recency, false);
         }
         if self.watch_part(hits, misses, part_of(sample)) {
             // The new workload's parts alone make the sample: its fall is not diluted.
             (self.hits, self.misses) = self.parts.as_ref().map_or((0, 0), |p| p.fallen_counts);
-            return self.adjust(recency);
+            return self.adjust(recency, true);
         }
         false
+    }
+
+    /// At the end of a sample: the part still open, with `hits` and `misses` of this
+    /// record, joins the sample's spread if it is at least half a part (a sample of four
+    /// parts would otherwise give three rates; the fall watch keeps to whole parts).
+    fn close_part(&mut self, hits: u64, misses: u64, part: u64) {
+        if let Some(p) = &mut self.parts {
+            let (h, m) = (p.part.0 + hits, p.part.1 + misses);
+            if 2 * (h + m) >= part {
+                p.spread.add(h as f64 / (h + m) as f64);
+            }
+        }
     }
 
     /// The cache is full for the first time: the parts seen so far, while it filled, are
@@ -258,6 +271,8 @@ impl Climber {
         if let Some(parts) = &mut self.parts {
             **parts = Parts::default();
         }
+        // Nor is their spread an error of the rate (as the first sample's: see adjust).
+        self.last_error = 0.0;
     }
 
     /// Counts requests into the current part of the sample; returns whether the last
@@ -292,7 +307,8 @@ impl Climber {
         p.fallen >= FALLEN_PARTS
     }
 
-    fn adjust(&mut self, recency: Recency) -> bool {
+    /// Ends a sample; `ended_early`: by the fall of its last parts ([`Self::watch_part`]).
+    fn adjust(&mut self, recency: Recency, ended_early: bool) -> bool {
         let mut error = 0.0;
         if let Some(parts) = &mut self.parts {
             error = parts.spread.standard_error();
@@ -301,7 +317,6 @@ impl Climber {
                 ..Parts::default()
             };
         }
-        let last_error = std::mem::replace(&mut self.last_error, error);
         let rate = self.hits as f64 / (self.hits + self.misses) as f64;
         self.hits = 0;
         self.misses = 0;
@@ -325,6 +340,11 @@ impl Climber {
         // The sample after a lean's lift: its fall is the lift's doing (turned round below).
         let lifted = std::mem::take(&mut self.lifted);
         let restart = change <= -restart_at && !lifted;
+        // A change of workload within the sample spreads its parts by the change itself, no
+        // swing of the rate: a restart's or an early end's sample carries no error (with
+        // one, a restart that moved the share would not turn round, nor the sample after).
+        let error = if restart || ended_early { 0.0 } else { error };
+        let last_error = std::mem::replace(&mut self.last_error, error);
         let mut before = previous;
         // Whether this change ends a climb back of several samples (not learnt either).
         let mut climbing = false;
@@ -446,6 +466,12 @@ impl Climber {
             self.noise.is_finite() && (0.0..=1.0).contains(&self.noise),
             "noise {}",
             self.noise
+        );
+        // A rate's error, from rates within [0, 1], is at most a half.
+        assert!(
+            (0.0..=0.5).contains(&self.last_error),
+            "last sample's error {}",
+            self.last_error
         );
     }
 }

@@ -139,17 +139,22 @@ fn periodic_swings_do_not_restart_but_a_new_workload_does() {
     c.validate();
 }
 
-#[test]
-fn only_a_fall_beyond_the_usual_swing_reverses() {
-    // Climbing: the last step moved the share up, and samples swing by about two points.
-    let mut c = Climber {
+/// A climber whose last step moved the share up (to 0.3) from a sample at hit rate 0.5,
+/// with samples swinging by about two points.
+fn climbing() -> Climber {
+    Climber {
         share: 0.3,
         step: 0.05,
         previous_rate: Some(0.5),
         moved: true,
         noise: 0.02,
         ..Climber::default()
-    };
+    }
+}
+
+#[test]
+fn only_a_fall_beyond_the_usual_swing_reverses() {
+    let mut c = climbing();
     let sample = |c: &mut Climber, rate: f64| {
         let hits = (rate * MIN_SAMPLE as f64).round() as u64;
         assert!(!c.record(hits, MIN_SAMPLE - hits, MIN_SAMPLE, Recency::Unproven));
@@ -165,50 +170,98 @@ fn only_a_fall_beyond_the_usual_swing_reverses() {
 }
 
 /// One sample of [`MIN_SAMPLE`] requests, part by part at the given hit rates, in chunks
-/// as the policy hands them over.
-fn sample_parts(c: &mut Climber, part_rates: [f64; 4]) {
+/// as the policy hands them over; returns whether it restarted the climb.
+fn sample_parts(c: &mut Climber, part_rates: [f64; 4]) -> bool {
     const CHUNK: u64 = 250;
     let part = part_of(MIN_SAMPLE);
+    let mut restarted = false;
     for rate in part_rates {
         let hits = (rate * CHUNK as f64).round() as u64;
         for _ in 0..part / CHUNK {
-            assert!(!c.record(hits, CHUNK - hits, MIN_SAMPLE, Recency::Unproven));
+            restarted |= c.record(hits, CHUNK - hits, MIN_SAMPLE, Recency::Unproven);
         }
     }
     c.validate();
+    restarted
+}
+
+#[test]
+fn the_error_comes_from_changes_between_consecutive_parts() {
+    let error = |rates: &[f64]| {
+        let mut s = PartSpread::default();
+        rates.iter().for_each(|&r| s.add(r));
+        s.standard_error()
+    };
+    assert_eq!(error(&[]), 0.0);
+    assert_eq!(error(&[0.7]), 0.0);
+    assert_eq!(error(&[0.5; 4]), 0.0);
+    // Swinging by 0.4 from part to part: variance 3 * 0.16 / (2 * 3), over 4 parts.
+    assert!((error(&[0.2, 0.6, 0.2, 0.6]) - 0.02f64.sqrt()).abs() < 1e-12);
+    // The same rates as one step: a third of the squared changes, well under the spread
+    // about their mean (whose error would be 0.115).
+    assert!((error(&[0.2, 0.2, 0.6, 0.6]) - (0.16f64 / 24.0).sqrt()).abs() < 1e-12);
+}
+
+#[test]
+fn the_last_part_of_a_sample_counts_in_its_error() {
+    // The sample ends on its fourth part's last request; that part, the only one that
+    // differs, still makes the error (3 changes of 0, 0 and 0.4, over 4 parts).
+    let mut c = climbing();
+    assert!(!sample_parts(&mut c, [0.5, 0.5, 0.5, 0.9]));
+    assert!(
+        (c.last_error - (0.16f64 / 24.0).sqrt()).abs() < 1e-9,
+        "{}",
+        c.last_error
+    );
 }
 
 #[test]
 fn a_fall_within_the_swing_between_parts_does_not_reverse() {
-    // Climbing as above; a sample 3.5 points lower, beyond the usual change.
-    let climbing = || Climber {
-        share: 0.3,
-        step: 0.05,
-        previous_rate: Some(0.5),
-        moved: true,
-        noise: 0.02,
-        ..Climber::default()
-    };
-    // Its parts swing by 53 points, as scans between popular requests make them: the
-    // sample's rate is that uncertain, and the climb goes on.
+    // Climbing; a sample 3.6 points lower, beyond the usual change (0.3 of 2 points).
+    // Its parts swing by 7.2 points, as scans between popular requests make them: the
+    // error of the sample's rate is 2.5 points, the fall within two errors of the
+    // difference, and the climb goes on.
     let mut swinging = climbing();
-    sample_parts(&mut swinging, [0.2, 0.732, 0.2, 0.732]);
+    assert!(!sample_parts(&mut swinging, [0.428, 0.5, 0.428, 0.5]));
     assert!(swinging.share() > 0.3, "{}", swinging.share());
-    // The same fall with steady parts turns the step round.
+    // Swinging by 3.2 points (an error of 1.1), the same fall turns the step round; so it
+    // does with steady parts.
+    let mut swinging_less = climbing();
+    assert!(!sample_parts(
+        &mut swinging_less,
+        [0.448, 0.48, 0.448, 0.48]
+    ));
+    assert!(swinging_less.share() < 0.3, "{}", swinging_less.share());
     let mut steady = climbing();
-    sample_parts(&mut steady, [0.466; 4]);
+    assert!(!sample_parts(&mut steady, [0.464; 4]));
     assert!(steady.share() < 0.3, "{}", steady.share());
+}
+
+#[test]
+fn a_restart_turns_round_whatever_its_parts_spread() {
+    // A climber whose last step moved the share, at 0.8 hits; then the workload changes in
+    // the last part of a sample. The parts spread by the change itself (an error of 16
+    // points), which is no swing of the rate: the restart turns the step round, as any fall
+    // beyond the usual change does when the share moved.
+    let mut c = Climber {
+        previous_rate: Some(0.8),
+        noise: 0.01,
+        ..climbing()
+    };
+    assert!(sample_parts(&mut c, [0.9, 0.9, 0.9, 0.1]));
+    assert!(c.share() < 0.3, "{}", c.share());
+    assert_eq!(c.last_error, 0.0);
 }
 
 #[test]
 fn the_warm_up_is_no_swing() {
     // The first sample's parts rise as the cache warms; the first step closes the window.
     let mut c = Climber::default();
-    sample_parts(&mut c, [0.0, 0.2, 0.4, 0.6]);
+    assert!(!sample_parts(&mut c, [0.0, 0.2, 0.4, 0.6]));
     assert_eq!(c.share(), MIN_SHARE);
     // Five points lower, steady: the rise before was no error of the rates, and the fall
     // turns the climb up.
-    sample_parts(&mut c, [0.25; 4]);
+    assert!(!sample_parts(&mut c, [0.25; 4]));
     assert!(c.share() > MIN_SHARE, "{}", c.share());
 }
 
