@@ -6,7 +6,8 @@
 //! (default 8) on every trace at each capacity (default 100, 300, 1,000 and 5,000 entries),
 //! as a share of requests and as a ratio to the best peer. The peers' hits are computed once
 //! and cached in FILE (default /tmp/phase_peers.txt; moka varies run to run, and a cache
-//! keeps the comparison of two builds fair). With `--base`, each row is printed beside the
+//! keeps the comparison of two builds fair; with `--requests N`, traces of N requests
+//! rather than 200,000, and FILE /tmp/phase_peers_N.txt). With `--base`, each row is printed beside the
 //! ratio of a previous run's output (its stdout saved to FILE), rows lower by more than 0.003
 //! are marked WORSE, and the geometric means are compared. `--series NAME@CAP [--seed S]`
 //! prints instead the hit rate per 5,000 requests of ours, moka and quick_cache on that trace.
@@ -22,7 +23,13 @@ use gpucache_bench::traces::{
     scan_with_zipf, sized_zipf, zipf, Trace,
 };
 
+/// Requests per trace unless `--requests` says otherwise.
 const REQUESTS: usize = 200_000;
+
+/// Requests per trace: `--requests N`, else [`REQUESTS`].
+fn requests() -> usize {
+    arg("--requests").map_or(REQUESTS, |s| s.parse().expect("a number"))
+}
 
 /// One replay: the trace's index, the hash seed (`None`: the peers, moka then quick_cache)
 /// and the hits.
@@ -36,7 +43,7 @@ fn arg(name: &str) -> Option<String> {
 }
 
 fn traces(cap: usize) -> Vec<Trace> {
-    let n = REQUESTS;
+    let n = requests();
     vec![
         phase_change(0.8, n, cap, 15),
         phase_change(1.0, n, cap, 15),
@@ -109,7 +116,10 @@ fn main() {
         return;
     }
     let seeds: u64 = arg("--seeds").map_or(8, |s| s.parse().expect("a number"));
-    let peers_file = arg("--peers").unwrap_or_else(|| "/tmp/phase_peers.txt".into());
+    let peers_file = arg("--peers").unwrap_or_else(|| match requests() {
+        REQUESTS => "/tmp/phase_peers.txt".into(),
+        n => format!("/tmp/phase_peers_{n}.txt"),
+    });
     let only = arg("--only");
     let caps: Vec<usize> = arg("--caps").map_or(vec![100, 300, 1000, 5000], |s| {
         s.split(',').map(|c| c.parse().expect("a number")).collect()
@@ -213,7 +223,7 @@ fn main() {
             let p = peers[name];
             let peer = if bytes { p.1 } else { p.0 };
             let ratio = ours / peer.max(1) as f64;
-            let share = ours / if bytes { 1.0 } else { REQUESTS as f64 };
+            let share = ours / if bytes { 1.0 } else { requests() as f64 };
             logs.0 += ratio.ln();
             logs.1 += 1;
             match base.get(&row) {

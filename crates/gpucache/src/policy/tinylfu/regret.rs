@@ -34,8 +34,21 @@
 /// there) to nearly every candidate admitted.
 const MIN_BIAS: f32 = -1.0;
 const MAX_BIAS: f32 = 8.0;
-/// A return moves the bias by this much (in counts), times the other kind's share.
+/// A return moves the bias by this much (in counts), times the other kind's share, in a
+/// cache of up to [`STEP_KEYS`] tracked keys.
 const STEP: f32 = 1.0 / 32.0;
+/// Beyond this many tracked keys a return moves the bias by [`STEP`] times this many over
+/// the keys: the bias then moves about as far per turnover of the cache as it does at this
+/// size. Returns come with the misses, but what a move of the bias does (displaced keys
+/// coming back, rejected ones no longer) shows only as the contents turn over, which takes
+/// longer the larger the cache; with the step of a small cache the bias ran far past its
+/// balance first. A cold cache of 20,000 entries raised it to its upper bound (every
+/// candidate admitted) within its first 60,000 requests, which shrank protected to a fifth
+/// of main, then let it fall to the lower bound; on Zipf 0.8 the cache took 800,000
+/// requests to reach the hit rate its peers had at 300,000 (0.971 of the best peer over
+/// 2,000,000 requests, 1.020 with this). 1,000 slowed phase cycles at 2,000 entries (up to
+/// -0.044 of the best peer), 3,000 gained less over long traces (docs/memory-tier.md).
+const STEP_KEYS: u64 = 2_000;
 /// Weight of each contest in the moving share of displacements among the losers.
 const SHARE_WEIGHT: f32 = 1.0 / 4096.0;
 /// How far the bias must pass a whole count before the contest takes it. Without the slack
@@ -174,7 +187,8 @@ impl Regret {
     }
 
     /// `key_hash` was requested and missed: if it lost a contest within the last `horizon`
-    /// contests, move the bias (up for a rejected key, down for a displaced one).
+    /// contests, move the bias (up for a rejected key, down for a displaced one). The
+    /// horizon is the tracked keys' count, which also scales the step ([`STEP_KEYS`]).
     pub(super) fn returned(&mut self, key_hash: u64, horizon: u64) {
         if self.table.is_empty() {
             return;
@@ -190,10 +204,11 @@ impl Regret {
             return;
         }
         // Weighted by the other kind's share: at rest, returns per loser are equal.
+        let step = step_for(horizon);
         self.bias = if word & DISPLACED == 0 {
-            (self.bias + STEP * self.displaced_share).min(MAX_BIAS)
+            (self.bias + step * self.displaced_share).min(MAX_BIAS)
         } else {
-            (self.bias - STEP * (1.0 - self.displaced_share)).max(MIN_BIAS)
+            (self.bias - step * (1.0 - self.displaced_share)).max(MIN_BIAS)
         };
         self.credit = credit_of(self.bias);
     }
@@ -262,6 +277,15 @@ impl Regret {
             "displaced share {}",
             self.displaced_share
         );
+    }
+}
+
+/// A return's step in a cache tracking `keys` keys: [`STEP`], less beyond [`STEP_KEYS`].
+fn step_for(keys: u64) -> f32 {
+    if keys <= STEP_KEYS {
+        STEP
+    } else {
+        STEP * (STEP_KEYS as f32 / keys as f32)
     }
 }
 
@@ -349,6 +373,19 @@ mod tests {
         }
         assert_eq!(r.bias, MIN_BIAS);
         assert_eq!(r.credit(), -1);
+    }
+
+    #[test]
+    fn a_larger_cache_moves_the_bias_less_per_return() {
+        // Up to STEP_KEYS tracked keys a return moves the bias by the full step (times the
+        // other kind's share, nearly 1 here); at ten times as many, by a tenth of it.
+        let small = -moved_after(4096, 10, STEP_KEYS);
+        assert!((small / STEP - 1.0).abs() < 0.01, "{small}");
+        let large = -moved_after(4096, 10, 10 * STEP_KEYS);
+        assert!(
+            (large / small - 0.1).abs() < 1e-4,
+            "{large} against {small}"
+        );
     }
 
     #[test]
