@@ -29,6 +29,8 @@
 //! A fall turns the climb round only if it stands out from the usual change between samples
 //! and from the error the samples' parts show ([`PartSpread`]): a periodic workload's parts
 //! differ widely, and before the usual change is learnt its samples' swings read as falls.
+//! Where that error dwarfs the usual change and the change lies within it, the samples
+//! cannot measure the step, and the step halves rather than walking the share on them.
 //!
 //! Admission regret hints at recency ([`Recency`]): where it pays, the climb points to a
 //! larger window; where it only may (a lean), a climber resting at the smallest window takes
@@ -66,6 +68,18 @@ const REVERSE_OVER_NOISE: f64 = 0.3;
 /// and a clear fall still turns the climb. At one error 4 of those 16 runs still turned up;
 /// 1.5 and 2 measured alike, 3 lost drifting sets at 50-500 entries (docs/memory-tier.md).
 const REVERSE_OVER_ERROR: f64 = 2.0;
+/// A change within the samples' error ([`REVERSE_OVER_ERROR`] times it) while that band is
+/// at least this many times the usual change says nothing of the step's effect, either way:
+/// the step shrinks by [`UNMEASURED_DECAY`] rather than [`STEP_DECAY`], so the share stops
+/// walking on such samples. Without it, a climb turned by an early fall (Zipf 1.0 with
+/// scans at 5,000 entries: a scan read as a change of workload at the second sample) kept
+/// its direction through every later sample, whose falls stood within the error, up to
+/// the largest window (2,000,000 requests: 0.957 of the best peer, 0.996 with this). At 2,
+/// drifting sets at 50-300 entries, whose early rises are as unmeasured, climbed too little
+/// (drift-0.9@300 -0.008); 3 and 4 alike (docs/memory-tier.md).
+const UNMEASURED_OVER_NOISE: f64 = 3.0;
+/// The step's shrink per unmeasured sample (see [`UNMEASURED_OVER_NOISE`]).
+const UNMEASURED_DECAY: f64 = 0.5;
 /// Weight of the newest sample in the moving average of the changes.
 const NOISE_WEIGHT: f64 = 0.25;
 /// The usual change assumed before any is measured (a hit rate over [`MIN_SAMPLE`] requests
@@ -388,7 +402,8 @@ impl Climber {
         // round threw a well-placed share away with a full step.
         // Nor does a fall within the error the two samples' parts show.
         let change_error = error.hypot(last_error);
-        let reverse_at = (REVERSE_OVER_NOISE * self.noise).max(REVERSE_OVER_ERROR * change_error);
+        let error_band = REVERSE_OVER_ERROR * change_error;
+        let reverse_at = (REVERSE_OVER_NOISE * self.noise).max(error_band);
         if change < -reverse_at && self.moved {
             self.step = -self.step;
         }
@@ -412,6 +427,10 @@ impl Climber {
             self.step = -STEP;
         } else if restart || change.abs() >= restart_at {
             self.step = STEP.copysign(self.step);
+        } else if change.abs() < error_band && error_band > UNMEASURED_OVER_NOISE * self.noise {
+            // The samples cannot tell the step's effect from their own swing: stop walking
+            // on them.
+            self.step *= UNMEASURED_DECAY;
         } else {
             self.step *= STEP_DECAY;
         }

@@ -238,6 +238,28 @@ fn a_fall_within_the_swing_between_parts_does_not_reverse() {
 }
 
 #[test]
+fn a_climb_the_samples_cannot_measure_slows_down() {
+    // Climbing, with samples that usually change by a point; then samples whose parts swing
+    // by 40 points (an error band of 28 points) and whose rate does not change. The step
+    // goes on, but halves each time instead of shrinking by 2%.
+    let mut c = Climber {
+        noise: 0.01,
+        ..climbing()
+    };
+    assert!(!sample_parts(&mut c, [0.3, 0.7, 0.3, 0.7]));
+    assert!((c.share() - 0.325).abs() < 1e-9, "{}", c.share());
+    assert!(!sample_parts(&mut c, [0.3, 0.7, 0.3, 0.7]));
+    assert!((c.share() - 0.3375).abs() < 1e-9, "{}", c.share());
+    // Steady parts measure: the same unchanged rate keeps the step's size.
+    let mut steady = Climber {
+        noise: 0.01,
+        ..climbing()
+    };
+    assert!(!sample_parts(&mut steady, [0.5; 4]));
+    assert!((steady.share() - 0.3 - 0.05 * STEP_DECAY).abs() < 1e-9);
+}
+
+#[test]
 fn a_restart_turns_round_whatever_its_parts_spread() {
     // A climber whose last step moved the share, at 0.8 hits; then the workload changes in
     // the last part of a sample. The parts spread by the change itself (an error of 16
