@@ -4,7 +4,7 @@ use crate::disk::DiskStats;
 use crate::store::StoreStats;
 use crate::tier::TierStats;
 
-/// Counters of a [`Cache`].
+/// Counters of a [`Cache`](super::Cache).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CacheStats {
