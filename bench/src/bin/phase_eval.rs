@@ -28,7 +28,9 @@ const REQUESTS: usize = 200_000;
 
 /// Requests per trace: `--requests N`, else [`REQUESTS`].
 fn requests() -> usize {
-    arg("--requests").map_or(REQUESTS, |s| s.parse().expect("a number"))
+    let n = arg("--requests").map_or(REQUESTS, |s| s.parse().expect("a number"));
+    assert!(n > 0, "--requests must be positive");
+    n
 }
 
 /// One replay: the trace's index, the hash seed (`None`: the peers, moka then quick_cache)
@@ -223,7 +225,7 @@ fn main() {
             let p = peers[name];
             let peer = if bytes { p.1 } else { p.0 };
             let ratio = ours / peer.max(1) as f64;
-            let share = ours / if bytes { 1.0 } else { requests() as f64 };
+            let share = ours / if bytes { 1.0 } else { t.keys.len() as f64 };
             logs.0 += ratio.ln();
             logs.1 += 1;
             match base.get(&row) {

@@ -282,12 +282,14 @@ impl Regret {
     }
 }
 
-/// A return's step in a cache tracking `keys` keys: [`STEP`], less beyond [`STEP_KEYS`].
+/// A return's step in a cache tracking `keys` keys: [`STEP`], less beyond [`STEP_KEYS`], and
+/// no less than at 1,024 times that: a smaller step, times a small share, would fall below
+/// half the bias's rounding unit near its upper bound (f32) and be lost one way only.
 fn step_for(keys: u64) -> f32 {
     if keys <= STEP_KEYS {
         STEP
     } else {
-        STEP * (STEP_KEYS as f32 / keys as f32)
+        STEP * (STEP_KEYS as f32 / keys.min(1024 * STEP_KEYS) as f32)
     }
 }
 

@@ -30,7 +30,8 @@
 //! and from the error the samples' parts show ([`PartSpread`]): a periodic workload's parts
 //! differ widely, and before the usual change is learnt its samples' swings read as falls.
 //! Where that error dwarfs the usual change and the change lies within it, the samples
-//! cannot measure the step, and the step halves rather than walking the share on them.
+//! cannot measure the step, and the step halves: the share slows to a rest rather than
+//! walking on them.
 //!
 //! Admission regret hints at recency ([`Recency`]): where it pays, the climb points to a
 //! larger window; where it only may (a lean), a climber resting at the smallest window takes
@@ -70,8 +71,8 @@ const REVERSE_OVER_NOISE: f64 = 0.3;
 const REVERSE_OVER_ERROR: f64 = 2.0;
 /// A change within the samples' error ([`REVERSE_OVER_ERROR`] times it) while that band is
 /// at least this many times the usual change says nothing of the step's effect, either way:
-/// the step shrinks by [`UNMEASURED_DECAY`] rather than [`STEP_DECAY`], so the share stops
-/// walking on such samples. Without it, a climb turned by an early fall (Zipf 1.0 with
+/// the step shrinks by [`UNMEASURED_DECAY`] rather than [`STEP_DECAY`], so the share slows
+/// to a rest on such samples (about one more step in all) instead of walking on them. Without it, a climb turned by an early fall (Zipf 1.0 with
 /// scans at 5,000 entries: a scan read as a change of workload at the second sample) kept
 /// its direction through every later sample, whose falls stood within the error, up to
 /// the largest window (2,000,000 requests: 0.957 of the best peer, 0.996 with this). At 2,
@@ -428,8 +429,8 @@ impl Climber {
         } else if restart || change.abs() >= restart_at {
             self.step = STEP.copysign(self.step);
         } else if change.abs() < error_band && error_band > UNMEASURED_OVER_NOISE * self.noise {
-            // The samples cannot tell the step's effect from their own swing: stop walking
-            // on them.
+            // The samples cannot tell the step's effect from their own swing: slow to a rest
+            // rather than walk on them.
             self.step *= UNMEASURED_DECAY;
         } else {
             self.step *= STEP_DECAY;
