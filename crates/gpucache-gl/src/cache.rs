@@ -199,10 +199,14 @@ impl ProgramCache {
         let bytes = self.cache.get(&key.0)?;
         match ProgramEntry::decode(&bytes) {
             Ok(entry) => {
-                // Read from disk after an eviction, or preloaded: it is cached again.
-                self.status
-                    .lock()
-                    .program_linked(*key, entry.vertex, entry.fragment);
+                // Read from disk after an eviction, or preloaded: it is cached again, unless
+                // memory's policy refused it at the door (the eviction listener has then
+                // already run, so the status is set only for what memory holds).
+                if self.cache.in_memory(&key.0) {
+                    self.status
+                        .lock()
+                        .program_linked(*key, entry.vertex, entry.fragment);
+                }
                 Some(entry)
             }
             Err(e) => {
@@ -222,9 +226,13 @@ impl ProgramCache {
             tracing::debug!(?key, error = %e, "program not cached");
             return false;
         }
-        self.status
-            .lock()
-            .program_linked(*key, entry.vertex, entry.fragment);
+        // Stored, in memory unless its policy refused the newcomer at the door (then on disk
+        // only, and without a status, as after an eviction).
+        if self.cache.in_memory(&key.0) {
+            self.status
+                .lock()
+                .program_linked(*key, entry.vertex, entry.fragment);
+        }
         let h = &self.histograms;
         h.record(Metric::BinarySize, entry.binary.data.len() as u64);
         h.record(Metric::CacheSizeBefore, before);

@@ -416,7 +416,7 @@ impl Cache {
         CacheBuilder::new()
     }
 
-    /// The value for `key`: from memory, or from a lower tier and then kept in memory.
+    /// The value for `key`: from memory, or from a lower tier and then offered to memory.
     pub fn get(&self, key: &[u8]) -> Option<Bytes> {
         self.lookup(key).hit()
     }
@@ -480,7 +480,10 @@ impl Cache {
     }
 
     /// Stores `value` for `key`: into memory now, into the lower tiers in the background.
-    /// The newest value wins. Fails only if no tier can take the value.
+    /// The newest value wins. Fails only if no tier can take the value. With W-TinyLFU (the
+    /// default policy), a full memory tier may refuse the newcomer at the door, keeping
+    /// residents requested more often: the lower tiers still take it, and a memory-only
+    /// cache keeps nothing (as after an eviction; [`Cache::in_memory`] tells).
     pub fn insert(&self, key: &[u8], value: impl Into<Bytes>) -> Result<()> {
         self.insert_with(key, value, InsertMode::REPLACE)
     }
@@ -618,6 +621,14 @@ impl Cache {
         self.lower
             .iter()
             .any(|l| l.tier.would_overflow(key_len, value_len, queued))
+    }
+
+    /// Whether the memory tier holds `key` now (lower tiers are not asked). Counts nothing
+    /// and changes no order. W-TinyLFU, the default policy, may refuse a newcomer to a full
+    /// memory tier at the door (an insert, or a value read from below), so a caller that
+    /// tracks what memory holds asks here rather than assume.
+    pub fn in_memory(&self, key: &[u8]) -> bool {
+        self.memory.contains(key)
     }
 
     /// Removes `key` from every tier; returns whether memory held it.

@@ -47,6 +47,13 @@ pub trait EvictionPolicy: Send + Sync + fmt::Debug {
     /// victim may be the id inserted last (its admission refused: W-TinyLFU does so when an
     /// owner inserts before it evicts).
     fn evict(&mut self) -> Option<EntryId>;
+    /// Whether an owner bounded by a budget should insert a new entry before it evicts for
+    /// it, so that [`evict`](Self::evict) may refuse the newcomer itself (admission at the
+    /// door: the newcomer is weighed against the residents it would displace), rather than
+    /// make room first, which always keeps the newcomer at some resident's expense.
+    fn inserts_first(&self) -> bool {
+        false
+    }
     /// Number of tracked ids.
     fn len(&self) -> usize;
     /// Whether nothing is tracked.
@@ -167,6 +174,10 @@ impl EvictionPolicy for BuiltinPolicy {
     #[inline]
     fn evict(&mut self) -> Option<EntryId> {
         dispatch!(self, p => p.evict())
+    }
+    #[inline]
+    fn inserts_first(&self) -> bool {
+        dispatch!(self, p => p.inserts_first())
     }
     #[inline]
     fn len(&self) -> usize {

@@ -281,6 +281,13 @@ impl Store {
 
     /// Stores `value` for `key`; the newest value wins, evicting others as needed.
     ///
+    /// With W-TinyLFU (the default policy), a full store decides the newcomer's admission at
+    /// the door: a newcomer requested no more often than the residents it would displace is
+    /// refused (the call succeeds, nothing is kept, and the refusal counts as an eviction and
+    /// reaches the eviction listener), so one-off values do not push out popular ones. LRU and
+    /// S3-FIFO keep every newcomer. [`InsertMode::NEW_ONLY`] refuses with an error instead of
+    /// evicting at all.
+    ///
     /// Fails with [`Error::ValueTooLarge`] (keeping any previous value) when the entry cannot
     /// fit even in an empty shard. A stored key whose hash equals this one's is displaced.
     pub fn insert(&self, key: &[u8], value: impl Into<Bytes>) -> Result<()> {

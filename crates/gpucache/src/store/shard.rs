@@ -151,6 +151,9 @@ impl Shard {
             }
         }
         let over = |s: &Self| s.bytes + charge > s.max_bytes || s.entries >= s.max_entries;
+        // W-TinyLFU decides the newcomer's admission at the door: it is inserted first and
+        // may be the first victim (then the insert succeeds but nothing is kept).
+        let door = self.policy.inserts_first() && !mode.refuses_when_full();
         if mode.refuses_when_full() {
             if over(self) {
                 return Err(Error::CacheFull {
@@ -162,13 +165,8 @@ impl Shard {
                     },
                 });
             }
-        } else {
-            while over(self) {
-                let Some(victim) = self.policy.evict() else {
-                    break;
-                };
-                self.evict(victim);
-            }
+        } else if !door {
+            self.evict_while(over);
         }
         let id = match self.free.pop() {
             Some(id) => id,
@@ -190,7 +188,20 @@ impl Shard {
         self.bytes += charge;
         self.entries += 1;
         self.stats.stores += 1;
+        if door {
+            self.evict_while(|s| s.bytes > s.max_bytes || s.entries > s.max_entries);
+        }
         Ok(())
+    }
+
+    /// Evicts in policy order while `over` holds (or until the policy tracks nothing).
+    fn evict_while(&mut self, over: impl Fn(&Self) -> bool) {
+        while over(self) {
+            let Some(victim) = self.policy.evict() else {
+                break;
+            };
+            self.evict(victim);
+        }
     }
 
     /// Whether replacing slot `id`'s value with one charged `charge` keeps the budget
@@ -226,12 +237,7 @@ impl Shard {
 
     /// Evicts in policy order until at most `target_bytes` are charged.
     pub(crate) fn evict_to(&mut self, target_bytes: u64) {
-        while self.bytes > target_bytes {
-            let Some(victim) = self.policy.evict() else {
-                break;
-            };
-            self.evict(victim);
-        }
+        self.evict_while(|s| s.bytes > target_bytes);
     }
 
     pub(crate) fn clear(&mut self) {

@@ -10,7 +10,8 @@ pub struct StoreStats {
     pub misses: u64,
     /// Entries stored (new keys and replacements).
     pub stores: u64,
-    /// Entries evicted to make room, or trimmed under memory pressure.
+    /// Entries evicted to make room (including newcomers W-TinyLFU refused at the door), or
+    /// trimmed under memory pressure.
     pub evictions: u64,
     /// Stores refused because the value was too large.
     pub rejected_too_large: u64,

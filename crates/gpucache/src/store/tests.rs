@@ -166,7 +166,55 @@ fn byte_budget_evicts_and_is_never_exceeded() {
         let st = s.stats();
         assert_eq!(st.entries, 10, "{policy:?}");
         assert_eq!(st.evictions, 90);
-        assert!(s.get(&99u16.to_le_bytes()).is_some(), "newest is kept");
+        // W-TinyLFU refuses one-off newcomers at the door (next test).
+        let newest_kept = s.get(&99u16.to_le_bytes()).is_some();
+        assert_eq!(newest_kept, policy != PolicyKind::TinyLfu, "{policy:?}");
+    }
+}
+
+#[test]
+fn w_tinylfu_decides_admission_at_the_door() {
+    let budget = 10 * charge_of(2, 100);
+    let s = store(budget, PolicyKind::TinyLfu);
+    for i in 0..10u16 {
+        s.insert(&i.to_le_bytes(), vec![i as u8; 100]).unwrap();
+        for _ in 0..3 {
+            assert!(s.get(&i.to_le_bytes()).is_some());
+        }
+    }
+    // A full store of requested entries: a newcomer seen once loses its contest at the door.
+    s.insert(&100u16.to_le_bytes(), vec![100; 100]).unwrap();
+    let st = s.stats();
+    assert_eq!((st.entries, st.evictions, st.stores), (10, 1, 11));
+    assert!(st.bytes <= budget);
+    assert!(
+        s.get(&100u16.to_le_bytes()).is_none(),
+        "refused at the door"
+    );
+    assert!(
+        (0..10u16).all(|i| s.contains(&i.to_le_bytes())),
+        "residents kept"
+    );
+    // Stored again and again, it is requested more than a resident: admitted, and its latest
+    // value is the one kept.
+    let mut admitted = false;
+    for round in 0..8u8 {
+        s.insert(&100u16.to_le_bytes(), vec![round; 100]).unwrap();
+        if let Some(v) = s.get(&100u16.to_le_bytes()) {
+            assert!(v.iter().all(|&b| b == round));
+            admitted = true;
+            break;
+        }
+    }
+    assert!(admitted, "a newcomer stored often enough gets in");
+    assert_eq!(s.stats().entries, 10);
+    // The other policies keep every newcomer.
+    for policy in [PolicyKind::Lru, PolicyKind::S3Fifo] {
+        let s = store(budget, policy);
+        for i in 0..11u16 {
+            s.insert(&i.to_le_bytes(), vec![0; 100]).unwrap();
+        }
+        assert!(s.contains(&10u16.to_le_bytes()), "{policy:?}");
     }
 }
 
@@ -359,11 +407,16 @@ proptest! {
                     version = version.wrapping_add(1);
                     let value = vec![version; n];
                     let fits = charge_of(key.len(), n) <= max_bytes && n <= 500;
+                    let evictions = s.stats().evictions;
                     match s.insert(&key, value.clone()) {
                         Ok(()) => {
                             prop_assert!(fits);
                             stores += 1;
-                            prop_assert!(s.contains(&key), "just stored is present");
+                            // W-TinyLFU may refuse a newcomer to a full store at the door
+                            // (counted as evicted); the others always keep it.
+                            let refused = policy == PolicyKind::TinyLfu
+                                && s.stats().evictions > evictions;
+                            prop_assert!(s.contains(&key) || refused, "just stored is present");
                             latest.insert(key, value);
                         }
                         Err(Error::ValueTooLarge { .. }) => prop_assert!(!fits),

@@ -361,28 +361,57 @@ impl TinyLfu {
 
     /// Whether the candidate should displace the victim and, if it weighs more, the
     /// probation entries behind the victim that it would also push out (at most
-    /// [`MAX_VICTIMS`]): it must be estimated more accesses than all of them together, plus
-    /// [`ADMIT_MARGIN`], less the credit that admission regret has learnt ([`regret`]: -1
-    /// on Zipf, 0 on loops, more after a change of working set). Near-ties keep the victims,
-    /// which are already in main, unless the credit says otherwise; that is what keeps a
-    /// loop's resident part stable. One large entry thus displaces many small ones only when
-    /// it is requested more than all of them.
+    /// [`MAX_VICTIMS`], the rest of its weight counted at their rate): its estimated
+    /// accesses, less [`ADMIT_MARGIN`] and plus the credit that admission regret has learnt
+    /// ([`regret`]: -1 on Zipf, 0 on loops, more after a change of working set), must be
+    /// worth more than all of theirs together. With equal weights every access is worth the
+    /// same; else as [`TinyLfu::worth_scale`] says. Near-ties keep the victims, which are
+    /// already in main, unless the credit says otherwise; that is what keeps a loop's
+    /// resident part stable. With an owner that inserts first (the store), the candidate
+    /// may be the newcomer itself: a newcomer that loses is refused at the door.
     fn admits(&self, candidate: EntryId, victim: EntryId) -> bool {
         let c = self.meta[candidate as usize];
-        let fc = self.sketch.estimate(c.key_hash) as i64 + self.regret.credit();
-        let beats = |freq: u64| fc > (freq + ADMIT_MARGIN) as i64;
+        let fc =
+            self.sketch.estimate(c.key_hash) as i64 + self.regret.credit() - ADMIT_MARGIN as i64;
+        let Ok(fc) = u64::try_from(fc) else {
+            return false;
+        };
+        let worth = self.worth_scale();
+        let beats = |freq: u128| u128::from(fc) * worth(c.weight) > freq;
         let probation = &self.queues[Place::Probation as usize];
-        let (mut weight, mut freq, mut at) = (0u64, 0u64, Some(victim));
+        let (mut weight, mut freq, mut at) = (0u64, 0u128, Some(victim));
         for _ in 0..MAX_VICTIMS {
             let Some(v) = at else { break };
-            weight += self.meta[v as usize].weight;
-            freq += self.accesses(v);
+            let vw = self.meta[v as usize].weight;
+            weight += vw;
+            freq += u128::from(self.accesses(v)) * worth(vw);
             if weight >= c.weight || !beats(freq) {
                 break;
             }
             at = probation.next(&self.links, v);
         }
+        if weight > 0 && weight < c.weight {
+            // Probation or the walk ran out before the candidate's weight was covered: the
+            // rest of the room it needs is taken as worth as much per unit of weight (it is
+            // made after the contest, from probation's front, without another one).
+            freq = freq * u128::from(c.weight) / u128::from(weight);
+        }
         beats(freq)
+    }
+
+    /// What an access to an entry weighing `w` is worth in a contest, up to a common factor:
+    /// 1 while every weight is equal; else the mean entry's weight plus `w` (both times the
+    /// entry count, to stay in integers). Weighing each access by the mean plus the entry's
+    /// own weight makes the contest keep whichever side adds more to the product of hits and
+    /// bytes hit: a contest moves log(hits) + log(bytes hit) by Δf/H + Δ(f·w)/B, and B/H, the
+    /// mean weight of a hit, is taken as the mean entry's. Counted alone, accesses favour
+    /// many light entries (moka's rule: the most hits, fewer bytes); weighed by bytes alone,
+    /// few heavy ones (docs/memory-tier.md).
+    fn worth_scale(&self) -> impl Fn(u64) -> u128 {
+        let vary = self.weights_vary;
+        let total = u128::from(self.total_weight());
+        let len = self.len() as u128;
+        move |w| if vary { total + u128::from(w) * len } else { 1 }
     }
 
     /// Whether an older candidate, which joins probation without a contest (only the
@@ -674,6 +703,10 @@ impl EvictionPolicy for TinyLfu {
 
     fn len(&self) -> usize {
         self.queues.iter().map(Queue::len).sum()
+    }
+
+    fn inserts_first(&self) -> bool {
+        true
     }
 
     fn clear(&mut self) {
