@@ -153,6 +153,8 @@ pub(super) struct Climber {
     /// The standard error of the last sample's hit rate, as its parts spread
     /// ([`PartSpread::standard_error`]).
     last_error: f64,
+    /// The best hit rate since the climb last turned (or restarted, or rested).
+    run_best: Option<f64>,
 }
 
 /// A sample watched in parts ([`part_of`]).
@@ -222,6 +224,7 @@ impl Default for Climber {
             parts: None,
             lifted: false,
             last_error: 0.0,
+            run_best: None,
         }
     }
 }
@@ -286,8 +289,10 @@ impl Climber {
         if let Some(parts) = &mut self.parts {
             **parts = Parts::default();
         }
-        // Nor is their spread an error of the rate (as the first sample's: see adjust).
+        // Nor is their spread an error of the rate (as the first sample's: see adjust), nor
+        // their rates the best of a climb.
         self.last_error = 0.0;
+        self.run_best = None;
     }
 
     /// Counts requests into the current part of the sample; returns whether the last
@@ -405,9 +410,18 @@ impl Climber {
         let change_error = error.hypot(last_error);
         let error_band = REVERSE_OVER_ERROR * change_error;
         let reverse_at = (REVERSE_OVER_NOISE * self.noise).max(error_band);
-        if change < -reverse_at && self.moved {
+        // Nor only against the last sample: a climb past its peak whose samples each fall
+        // within the band (a sized workload's parts swing by a point) walks on and on
+        // downhill, so the fall is also measured from the best rate since the climb last
+        // turned (sized Zipf at 100 entries: a window walked to 70% while the hit rate fell
+        // from 63% to 58%).
+        let best = self.run_best.map_or(previous, |b| b.max(previous));
+        let turned = (change < -reverse_at || rate < best - reverse_at) && self.moved;
+        if turned {
             self.step = -self.step;
         }
+        // A new climb (turned, restarted, or set off from rest) starts from this sample.
+        self.run_best = (!turned && !restart && self.moved).then_some(best.max(rate));
         let pays = recency == Recency::Pays;
         // A lean does not lift on a restart: at a bound a restart keeps its place (above).
         let leans = recency == Recency::Leans && !restart;
@@ -486,6 +500,11 @@ impl Climber {
             self.noise.is_finite() && (0.0..=1.0).contains(&self.noise),
             "noise {}",
             self.noise
+        );
+        assert!(
+            self.run_best.is_none_or(|b| (0.0..=1.0).contains(&b)),
+            "best rate {:?}",
+            self.run_best
         );
         // A rate's error, from rates within [0, 1], is at most a half.
         assert!(

@@ -238,6 +238,28 @@ fn a_fall_within_the_swing_between_parts_does_not_reverse() {
 }
 
 #[test]
+fn a_string_of_falls_within_the_swing_turns_the_climb() {
+    // Climbing from 50%; each sample 1.5 points below the last, its parts swinging by 3.2
+    // points (an error of 1.1): each fall is within two errors of the difference (2.3, then
+    // 3.2 points), but the third sample stands 4.5 points below the climb's best, beyond
+    // them: the climb is past its peak, and turns.
+    let mut c = climbing();
+    let swinging = |rate: f64| [rate - 0.016, rate + 0.016, rate - 0.016, rate + 0.016];
+    assert!(!sample_parts(&mut c, swinging(0.485)));
+    assert!(!sample_parts(&mut c, swinging(0.47)));
+    let before = c.share();
+    assert!(before > 0.39, "the climb went on: {before}");
+    assert!(!sample_parts(&mut c, swinging(0.455)));
+    assert!(c.share() < before, "{before} -> {}", c.share());
+    // A rise between falls is a new best: measured from it, the same falls go on climbing.
+    let mut rising = climbing();
+    for rate in [0.485, 0.51, 0.495, 0.52] {
+        assert!(!sample_parts(&mut rising, swinging(rate)));
+    }
+    assert!(rising.share() > 0.45, "{}", rising.share());
+}
+
+#[test]
 fn a_climb_the_samples_cannot_measure_slows_down() {
     // Climbing, with samples that usually change by a point; then samples whose parts swing
     // by 40 points (an error band of 28 points) and whose rate does not change. The step
