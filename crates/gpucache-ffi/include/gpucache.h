@@ -457,7 +457,7 @@ struct gpucache_egl_stats {
      */
     uint64_t memory_max_bytes;
     /**
-     * Entries evicted from memory to make room.
+     * Entries evicted from memory to make room (including newcomers refused at the door).
      */
     uint64_t memory_evictions;
     /**
@@ -644,7 +644,8 @@ struct gpucache_gl_stats {
      */
     uint64_t memory_max_bytes;
     /**
-     * Binaries evicted from memory to make room (they stay on disk).
+     * Binaries evicted from memory to make room, or refused there at the door (they stay on
+     * disk).
      */
     uint64_t memory_evictions;
     /**

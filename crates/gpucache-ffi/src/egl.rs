@@ -172,7 +172,7 @@ pub struct gpucache_egl_stats {
     pub memory_entries: u64,
     /// The memory byte budget.
     pub memory_max_bytes: u64,
-    /// Entries evicted from memory to make room.
+    /// Entries evicted from memory to make room (including newcomers refused at the door).
     pub memory_evictions: u64,
     /// Bytes of the cache's files on disk; 0 without a directory.
     pub disk_bytes: u64,

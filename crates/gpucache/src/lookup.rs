@@ -41,6 +41,9 @@ impl Lookup {
 pub struct InsertMode {
     refuse_existing: bool,
     refuse_when_full: bool,
+    /// Room is made before the newcomer goes in, so that it is kept whatever the policy's
+    /// admission says: for a value no other tier holds (crate-internal).
+    keep_newcomer: bool,
 }
 
 impl InsertMode {
@@ -49,6 +52,7 @@ impl InsertMode {
     pub const REPLACE: Self = Self {
         refuse_existing: false,
         refuse_when_full: false,
+        keep_newcomer: false,
     };
 
     /// An equal key is refused with [`Error::AlreadyExists`](crate::Error::AlreadyExists),
@@ -58,6 +62,7 @@ impl InsertMode {
     pub const NEW_ONLY: Self = Self {
         refuse_existing: true,
         refuse_when_full: true,
+        keep_newcomer: false,
     };
 
     /// This mode with refusal of existing keys turned on or off.
@@ -80,6 +85,17 @@ impl InsertMode {
     /// Whether an entry that needs an eviction is refused.
     pub const fn refuses_when_full(self) -> bool {
         self.refuse_when_full
+    }
+
+    /// This mode with the newcomer kept whatever the policy's admission says, or not.
+    pub(crate) const fn keep_newcomer(mut self, on: bool) -> Self {
+        self.keep_newcomer = on;
+        self
+    }
+
+    /// Whether room is made before the newcomer goes in (no admission at the door).
+    pub(crate) const fn keeps_newcomer(self) -> bool {
+        self.keep_newcomer
     }
 }
 

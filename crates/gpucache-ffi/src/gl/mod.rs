@@ -186,7 +186,8 @@ pub struct gpucache_gl_stats {
     pub memory_entries: u64,
     /// The memory byte budget (`max_memory_bytes`).
     pub memory_max_bytes: u64,
-    /// Binaries evicted from memory to make room (they stay on disk).
+    /// Binaries evicted from memory to make room, or refused there at the door (they stay on
+    /// disk).
     pub memory_evictions: u64,
     /// Binaries read into memory by the start-up preload.
     pub preloaded: u64,

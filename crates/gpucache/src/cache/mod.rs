@@ -6,7 +6,7 @@
 //!   segments first, until the memory budget is full.
 //! - A lookup that misses memory asks the lower tiers in order: the disk with one positioned,
 //!   checksum-verified read; a slow tier for at most its read budget. A value found below is
-//!   kept in memory. Chromium's cache misses until the preload reaches the entry; a read
+//!   offered to memory (W-TinyLFU may refuse it at the door). Chromium's cache misses until the preload reaches the entry; a read
 //!   costs tens of microseconds, a recompile milliseconds.
 //! - A store goes into memory and onto the write-behind queue, and returns.
 //! - Any failure of a lower tier degrades the cache to memory-only for that operation: it is
@@ -530,20 +530,31 @@ impl Cache {
             // No older value of the key is anywhere (checked above): memory first, so that
             // a refusal there (a colliding key) leaves nothing queued.
             let in_memory = match self.memory.insert_with(key, value.clone(), memory_mode) {
-                Ok(()) => true,
+                Ok(()) => self.memory.contains(key),
                 Err(Error::ValueTooLarge { .. }) => false,
                 Err(e) => return Err(e),
             };
-            let (_, kept_below) = self.record_put(key, value, false);
-            return match in_memory || kept_below {
-                true => Ok(()),
-                false => Err(self.too_large_for_memory(value_len)),
+            let (_, kept_below) = self.record_put(key, value.clone(), false);
+            if in_memory || kept_below {
+                return Ok(());
+            }
+            // Refused at memory's door (or too large) and not queued below: memory keeps it
+            // whatever its policy says, as the one tier that can.
+            return match self
+                .memory
+                .insert_with(key, value, memory_mode.keep_newcomer(true))
+            {
+                Ok(()) => Ok(()),
+                Err(Error::ValueTooLarge { .. }) => Err(self.too_large_for_memory(value_len)),
+                Err(e) => Err(e),
             };
         }
         // Recorded before memory changes: a lookup that misses memory meanwhile finds this
-        // value (or its tombstone) rather than an older one below.
+        // value (or its tombstone) rather than an older one below. A value not queued below
+        // is kept in memory whatever its policy's admission says: no other tier holds it.
         let (seq, kept_below) = self.record_put(key, value.clone(), true);
         let latest = || self.pending.is_latest(key, seq);
+        let memory_mode = memory_mode.keep_newcomer(!kept_below);
         let inserted = self.memory.insert_if(key, value, memory_mode, latest);
         self.pending.unpin(key, seq);
         if inserted.is_err() {

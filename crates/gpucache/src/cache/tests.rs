@@ -190,6 +190,38 @@ fn a_store_the_queue_had_no_room_for_leaves_a_tombstone() {
     assert_eq!(open().get(b"k"), None);
 }
 
+/// W-TinyLFU refuses one-off newcomers to a full memory tier at the door, but not a value
+/// that no other tier holds: with the write queue full, memory keeps the newcomer, through
+/// either insert mode.
+#[test]
+fn a_store_the_queue_had_no_room_for_is_kept_in_memory_whatever_its_admission() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = disk_cache(dir.path())
+        .max_memory_bytes(16 * (1000 + crate::ENTRY_OVERHEAD + 8))
+        .write_queue_bytes(4096)
+        .open()
+        .unwrap();
+    cache.insert(b"first", vec![0u8; 10]).unwrap();
+    cache.flush().unwrap();
+    let lock = hold_dir_lock(dir.path());
+    // Popular residents fill memory.
+    for i in 0..64u32 {
+        cache.insert(&i.to_le_bytes(), vec![1u8; 1000]).unwrap();
+        for _ in 0..4 {
+            cache.get(&i.to_le_bytes());
+        }
+    }
+    assert!(cache.stats().write_queue_dropped > 0);
+    cache.insert(b"newcomer", vec![2u8; 1000]).unwrap();
+    assert_eq!(cache.get(b"newcomer").as_deref(), Some(&[2u8; 1000][..]));
+    cache
+        .insert_with(b"new-only", vec![3u8; 1000], InsertMode::NEW_ONLY)
+        .unwrap();
+    assert_eq!(cache.get(b"new-only").as_deref(), Some(&[3u8; 1000][..]));
+    drop(lock);
+    cache.flush().unwrap();
+}
+
 /// A cache over a gate tier holding `k` = `old`, with a lookup of `k` held inside the tier's
 /// read while `during` runs; returns the cache once the lookup has finished.
 fn with_a_lookup_held_in_its_read(during: impl FnOnce(&Cache)) -> Cache {

@@ -34,7 +34,8 @@ pub enum MemoryPressure {
 }
 
 /// Told of every entry the memory tier evicts to make room or to give memory back
-/// ([`Store::trim`]); not of entries removed, replaced or cleared by the caller.
+/// ([`Store::trim`]), including a newcomer W-TinyLFU refused at the door (see
+/// [`Store::insert`]); not of entries removed, replaced or cleared by the caller.
 ///
 /// It is called after the shard's lock is released, on the thread that caused the eviction,
 /// so it may use the store. With lower tiers under the memory tier the entry stays in them.

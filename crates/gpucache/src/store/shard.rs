@@ -153,7 +153,8 @@ impl Shard {
         let over = |s: &Self| s.bytes + charge > s.max_bytes || s.entries >= s.max_entries;
         // W-TinyLFU decides the newcomer's admission at the door: it is inserted first and
         // may be the first victim (then the insert succeeds but nothing is kept).
-        let door = self.policy.inserts_first() && !mode.refuses_when_full();
+        let door =
+            self.policy.inserts_first() && !mode.refuses_when_full() && !mode.keeps_newcomer();
         if mode.refuses_when_full() {
             if over(self) {
                 return Err(Error::CacheFull {

@@ -14,7 +14,14 @@
 //! ([`climber`]) widens the window when recency pays (nearly LRU) and narrows it when
 //! frequency does (nearly LFU). With unequal weights the victim may instead be a heavier
 //! probation entry near the front that the oldest one dominates (heavier, requested no more
-//! often: [`TinyLfu::heavier_victim`]).
+//! often: [`TinyLfu::heavier_victim`]), and each access counts for the mean weight plus the
+//! entry's own ([`TinyLfu::worth_scale`]: the contest keeps what adds more to hits times
+//! bytes hit).
+//!
+//! The owner inserts before it evicts ([`EvictionPolicy::inserts_first`]): while the window
+//! is smaller than a newcomer (a closed window, as on Zipf and loops), the newcomer itself
+//! is the candidate, and one that loses is refused at the door, as moka and Caffeine refuse
+//! it, instead of holding a slot (or a large newcomer's bytes) until the next eviction.
 //!
 //! How high the admission bar stands is learnt ([`regret`]): the contests' recent losers
 //! are remembered, and a rejected candidate requested again lowers the bar a little, a
@@ -280,6 +287,7 @@ impl TinyLfu {
             self.surge.record(hits, misses);
         }
         self.regret.observe();
+
         if self
             .climber
             .record(hits, misses, 10 * len, self.regret.recency())
@@ -376,25 +384,30 @@ impl TinyLfu {
         let Ok(fc) = u64::try_from(fc) else {
             return false;
         };
+        if self.weights[Place::Probation as usize] < c.weight {
+            // Probation cannot make the room: admitted at its back, the candidate would be
+            // evicted itself once the rest of probation is gone.
+            return false;
+        }
         let worth = self.worth_scale();
-        let beats = |freq: u128| u128::from(fc) * worth(c.weight) > freq;
+        let beats = |freq: u128| u128::from(fc).saturating_mul(worth(c.weight)) > freq;
         let probation = &self.queues[Place::Probation as usize];
         let (mut weight, mut freq, mut at) = (0u64, 0u128, Some(victim));
         for _ in 0..MAX_VICTIMS {
             let Some(v) = at else { break };
             let vw = self.meta[v as usize].weight;
             weight += vw;
-            freq += u128::from(self.accesses(v)) * worth(vw);
+            freq = freq.saturating_add(u128::from(self.accesses(v)).saturating_mul(worth(vw)));
             if weight >= c.weight || !beats(freq) {
                 break;
             }
             at = probation.next(&self.links, v);
         }
         if weight > 0 && weight < c.weight {
-            // Probation or the walk ran out before the candidate's weight was covered: the
-            // rest of the room it needs is taken as worth as much per unit of weight (it is
-            // made after the contest, from probation's front, without another one).
-            freq = freq * u128::from(c.weight) / u128::from(weight);
+            // The walk ended before the candidate's weight was covered: the rest of the room
+            // it needs, made after the contest from probation's front without another one, is
+            // taken as worth as much per unit of weight as the entries walked.
+            freq = freq.saturating_mul(u128::from(c.weight)) / u128::from(weight);
         }
         beats(freq)
     }
@@ -411,16 +424,22 @@ impl TinyLfu {
         let vary = self.weights_vary;
         let total = u128::from(self.total_weight());
         let len = self.len() as u128;
-        move |w| if vary { total + u128::from(w) * len } else { 1 }
+        move |w| {
+            if vary {
+                total.saturating_add(u128::from(w).saturating_mul(len))
+            } else {
+                1
+            }
+        }
     }
 
     /// Whether an older candidate, which joins probation without a contest (only the
     /// newest candidate waits for one), should join it at the front, as the next victim,
     /// rather than at the back: when it was not requested since it left the window and is
     /// [`dominated`] by probation's oldest entry (heavier and requested no more often), so
-    /// keeping that entry rather than the candidate costs no hits per byte. This is what
-    /// stands in for moka's refusal of a large newcomer at the door, which the store cannot
-    /// do (an inserted value must be present): the newcomer's bytes go back to the next
+    /// keeping that entry rather than the candidate costs no hits per byte. Newcomers the
+    /// window is too small to hold meet their contest at the door; this is the same refusal
+    /// for those that passed through a wider window: their bytes go back to the next
     /// eviction instead of displacing a probation entry that is lighter and as popular.
     fn loses_unseen(&self, c: EntryId) -> bool {
         if self.pending[c as usize].load(Ordering::Relaxed) != 0 {
@@ -568,7 +587,10 @@ impl EvictionPolicy for TinyLfu {
         self.queues[Place::Window as usize].push_back(&mut self.links, id);
         self.weights[Place::Window as usize] += weight;
         self.note_weight(weight);
-        let len = self.len();
+        // The owner inserts before it evicts ([`EvictionPolicy::inserts_first`]): a full
+        // owner holds one entry beyond its budget until then. Sized without it, a budget of
+        // a power of two does not double the sketch (and its aging sample) for that moment.
+        let len = self.len() - 1;
         if self.sketch.ensure_capacity(len) {
             // The regret table grows with the sketch (both forget then).
             self.regret.resize(len);
