@@ -147,6 +147,10 @@ pub struct TinyLfu {
     /// Indexed by `Place as usize`.
     queues: [Queue; 4],
     weights: [u64; 4],
+    /// The sum of `weights`, kept rather than summed: every insert and eviction reads it
+    /// right after writing one of them, and summing the array then (a wide load over
+    /// narrow stores) stalled the evicting put by a few nanoseconds.
+    total: u64,
     sketch: Sketch,
     climber: Climber,
     /// Learns from the contests' losers how strict admission should be.
@@ -170,7 +174,7 @@ pub struct TinyLfu {
 
 impl TinyLfu {
     fn total_weight(&self) -> u64 {
-        self.weights.iter().sum()
+        self.total
     }
 
     /// Moves `id` from wherever it is to the back of `to`, no longer stale
@@ -345,6 +349,7 @@ impl TinyLfu {
         let m = self.meta[id as usize];
         self.queues[m.place as usize].unlink(&mut self.links, id);
         self.weights[m.place as usize] -= m.weight;
+        self.total -= m.weight;
     }
 
     /// A resident entry's estimated accesses: its sketch count plus the hits not yet
@@ -555,6 +560,7 @@ impl TinyLfu {
                 "{place:?} weight disagrees with its entries"
             );
         }
+        assert_eq!(self.total, self.weights.iter().sum::<u64>(), "total weight");
         assert!(
             self.full || self.queues[Place::Candidate as usize].len() == 0,
             "candidates before the first eviction"
@@ -586,6 +592,7 @@ impl EvictionPolicy for TinyLfu {
         };
         self.queues[Place::Window as usize].push_back(&mut self.links, id);
         self.weights[Place::Window as usize] += weight;
+        self.total += weight;
         self.note_weight(weight);
         // The owner inserts before it evicts ([`EvictionPolicy::inserts_first`]): a full
         // owner holds one entry beyond its budget until then. Sized without it, a budget of
@@ -647,6 +654,7 @@ impl EvictionPolicy for TinyLfu {
         let m = &mut self.meta[id as usize];
         let w = &mut self.weights[m.place as usize];
         *w = *w - m.weight + weight;
+        self.total = self.total - m.weight + weight;
         m.weight = weight;
         self.note_weight(weight);
         self.touch(id);
