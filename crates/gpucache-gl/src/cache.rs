@@ -217,8 +217,10 @@ impl ProgramCache {
         }
     }
 
-    /// Caches a linked program under `key`, replacing what was there. Returns whether it was
-    /// stored (a binary larger than the memory tier's budget is not).
+    /// Caches a linked program under `key`, replacing what was there. Returns whether the
+    /// cache took it (a binary larger than the memory tier's budget it does not); memory's
+    /// policy may still refuse a new program at the door, leaving it on disk only (without a
+    /// directory, nowhere), and without a status.
     pub fn store(&self, key: &ProgramKey, entry: &ProgramEntry) -> bool {
         let bytes = entry.encode();
         let before = self.binary_bytes();

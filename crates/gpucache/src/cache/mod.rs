@@ -430,8 +430,9 @@ impl Cache {
     }
 
     /// What the cache holds for `key`: from memory, else from a write not yet in the lower
-    /// tiers, else from the lower tiers in order (a value found below is kept in memory and
-    /// written to the tiers above its own, unless a write of the key came meanwhile).
+    /// tiers, else from the lower tiers in order (a value found below is offered to memory,
+    /// whose policy may refuse it at the door, and written to the tiers above its own, unless
+    /// a write of the key came meanwhile).
     pub fn lookup(&self, key: &[u8]) -> Lookup {
         self.start_after_first_lookup();
         match self.memory.lookup(key) {
@@ -480,10 +481,12 @@ impl Cache {
     }
 
     /// Stores `value` for `key`: into memory now, into the lower tiers in the background.
-    /// The newest value wins. Fails only if no tier can take the value. With W-TinyLFU (the
-    /// default policy), a full memory tier may refuse the newcomer at the door, keeping
-    /// residents requested more often: the lower tiers still take it, and a memory-only
-    /// cache keeps nothing (as after an eviction; [`Cache::in_memory`] tells).
+    /// The newest value wins. Fails only if the value is too large for every tier. With
+    /// W-TinyLFU (the default policy), a full memory tier may refuse a newcomer at the door,
+    /// keeping residents requested more often: the lower tiers still take it (memory keeps
+    /// it after all when the write-behind queue has no room for it or its write fails, as
+    /// no other tier holds it then), and a memory-only cache keeps nothing, as after an
+    /// eviction ([`Cache::in_memory`] tells). A stored key's new value is never refused.
     pub fn insert(&self, key: &[u8], value: impl Into<Bytes>) -> Result<()> {
         self.insert_with(key, value, InsertMode::REPLACE)
     }
@@ -528,25 +531,22 @@ impl Cache {
         let memory_mode = mode.refuse_when_full(false);
         if mode.refuses_existing() {
             // No older value of the key is anywhere (checked above): memory first, so that
-            // a refusal there (a colliding key) leaves nothing queued.
-            let in_memory = match self.memory.insert_with(key, value.clone(), memory_mode) {
-                Ok(()) => self.memory.contains(key),
-                Err(Error::ValueTooLarge { .. }) => false,
-                Err(e) => return Err(e),
-            };
-            let (_, kept_below) = self.record_put(key, value.clone(), false);
-            if in_memory || kept_below {
-                return Ok(());
-            }
-            // Refused at memory's door (or too large) and not queued below: memory keeps it
-            // whatever its policy says, as the one tier that can.
-            return match self
-                .memory
-                .insert_with(key, value, memory_mode.keep_newcomer(true))
-            {
-                Ok(()) => Ok(()),
-                Err(Error::ValueTooLarge { .. }) => Err(self.too_large_for_memory(value_len)),
-                Err(e) => Err(e),
+            // a refusal there (a colliding key) leaves nothing queued. Kept whatever memory's
+            // policy says (D3D12's StoreValue: a store that succeeds is found), and with room
+            // made first, so that no eviction of the newcomer is reported.
+            let in_memory =
+                match self
+                    .memory
+                    .insert_with(key, value.clone(), memory_mode.keep_newcomer(true))
+                {
+                    Ok(()) => true,
+                    Err(Error::ValueTooLarge { .. }) => false,
+                    Err(e) => return Err(e),
+                };
+            let (_, kept_below) = self.record_put(key, value, false);
+            return match in_memory || kept_below {
+                true => Ok(()),
+                false => Err(self.too_large_for_memory(value_len)),
             };
         }
         // Recorded before memory changes: a lookup that misses memory meanwhile finds this

@@ -20,6 +20,7 @@ use super::write_behind::{self, Queue, WriteBehind};
 use super::{Cache, Lower};
 use crate::store::Store;
 use crate::tier::Tier;
+use crate::InsertMode;
 
 /// The write-behind queue and the preload of a cache with lower tiers, built together.
 #[derive(Debug, Default)]
@@ -111,8 +112,23 @@ impl Cache {
         }
         let memory = Arc::clone(&self.memory);
         let hot = Box::new(move |key: &[u8]| memory.contains(key));
+        let (memory, pending) = (Arc::clone(&self.memory), Arc::clone(&self.pending));
+        let rescue = Box::new(move |key: &[u8], value: &Bytes, seq: u64| {
+            // Checked first (outside the shard's lock): a value memory holds needs nothing.
+            if !memory.contains(key) {
+                let keep = InsertMode::REPLACE.keep_newcomer(true);
+                let _ = memory.insert_if(key, value.clone(), keep, || pending.is_latest(key, seq));
+            }
+        });
         let pending = Arc::clone(&self.pending);
-        let writer = WriteBehind::new(tiers, hot, pending, self.write_queue_bytes, on_start);
+        let writer = WriteBehind::new(
+            tiers,
+            hot,
+            rescue,
+            pending,
+            self.write_queue_bytes,
+            on_start,
+        );
         Background {
             writer: Some(writer),
             preload,

@@ -56,6 +56,8 @@ struct GateTier {
     map: Mutex<HashMap<Vec<u8>, Bytes>>,
     read_gate: Gate,
     preload_gate: Gate,
+    /// Writes fail (a full or read-only disk) while set.
+    fail_writes: AtomicBool,
 }
 
 impl Tier for GateTier {
@@ -71,6 +73,9 @@ impl Tier for GateTier {
     }
 
     fn write(&self, ops: &[WriteOp<'_>], _ctx: &WriteContext<'_>) -> io::Result<()> {
+        if self.fail_writes.load(Ordering::SeqCst) {
+            return Err(io::Error::other("the gate tier fails its writes"));
+        }
         let mut map = self.map.lock();
         for op in ops {
             match op {
@@ -220,6 +225,31 @@ fn a_store_the_queue_had_no_room_for_is_kept_in_memory_whatever_its_admission() 
     assert_eq!(cache.get(b"new-only").as_deref(), Some(&[3u8; 1000][..]));
     drop(lock);
     cache.flush().unwrap();
+}
+
+/// A store memory refused at the door whose write then fails is nowhere else: memory takes
+/// it back, whatever its policy says.
+#[test]
+fn a_store_whose_write_failed_is_kept_in_memory_whatever_its_admission() {
+    let tier = gate_tier(&[]);
+    let cache = Cache::builder()
+        .tier(tier.clone())
+        .preload(false)
+        .max_memory_bytes(16 * (1000 + crate::ENTRY_OVERHEAD + 8))
+        .open()
+        .unwrap();
+    for i in 0..64u32 {
+        cache.insert(&i.to_le_bytes(), vec![1u8; 1000]).unwrap();
+        for _ in 0..4 {
+            cache.get(&i.to_le_bytes());
+        }
+    }
+    cache.flush().unwrap();
+    tier.fail_writes.store(true, Ordering::SeqCst);
+    cache.insert(b"newcomer", vec![2u8; 1000]).unwrap();
+    assert!(cache.flush().is_err(), "the write failed");
+    assert_eq!(cache.get(b"newcomer").as_deref(), Some(&[2u8; 1000][..]));
+    assert!(cache.in_memory(b"newcomer"));
 }
 
 /// A cache over a gate tier holding `k` = `old`, with a lookup of `k` held inside the tier's

@@ -32,6 +32,10 @@ type Reply = SyncSender<io::Result<()>>;
 pub(crate) type Task = Box<dyn FnOnce() -> io::Result<()> + Send>;
 /// Whether the memory tier still holds a key.
 pub(crate) type HotFn = Box<dyn Fn(&[u8]) -> bool + Send>;
+/// Offers memory a store whose write failed (key, value, its sequence number): no lower
+/// tier holds it, so memory keeps it whatever its policy's admission said, unless a newer
+/// write of the key came since.
+pub(crate) type RescueFn = Box<dyn Fn(&[u8], &Bytes, u64) + Send>;
 
 enum Op {
     /// Store into the tiers `0..upto` (all of them, or those above the tier a value was
@@ -260,6 +264,7 @@ impl WriteBehind {
     pub(crate) fn new(
         tiers: Vec<Arc<dyn Tier>>,
         hot: HotFn,
+        rescue: RescueFn,
         pending: Arc<Pending>,
         max_queued_bytes: u64,
         on_start: Option<OnStart>,
@@ -271,6 +276,7 @@ impl WriteBehind {
         let worker = Worker {
             tiers,
             hot,
+            rescue,
             pending,
             queued_bytes: Arc::clone(&queued_bytes),
             queued_puts: Arc::clone(&queued_puts),
@@ -344,6 +350,7 @@ impl Drop for WriteBehind {
 struct Worker {
     tiers: Vec<Arc<dyn Tier>>,
     hot: HotFn,
+    rescue: RescueFn,
     pending: Arc<Pending>,
     queued_bytes: Arc<AtomicU64>,
     queued_puts: Arc<PutCount>,
@@ -431,6 +438,20 @@ impl Worker {
             }
         }
         self.account(&ops);
+        if result.is_err() {
+            // Not written: what memory refused at the door would be nowhere.
+            for op in &ops {
+                if let Op::Put {
+                    key,
+                    value,
+                    seq: Some(seq),
+                    ..
+                } = op
+                {
+                    (self.rescue)(key, value, *seq);
+                }
+            }
+        }
         // Only now may lookups read these from below.
         let writes = ops.iter().filter_map(|op| match op {
             Op::Put {

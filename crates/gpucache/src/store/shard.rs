@@ -131,6 +131,9 @@ impl Shard {
                 ),
             });
         }
+        // A stored key given a new value that does not fit in place: it was admitted once,
+        // and its newest value must not vanish at the door.
+        let mut resident = false;
         if let Some(id) = self.id_of(key_hash) {
             let same_key = self.slots[id as usize]
                 .as_ref()
@@ -145,6 +148,7 @@ impl Shard {
                     return Ok(());
                 }
                 (false, _) => {
+                    resident = same_key;
                     self.policy.remove(id);
                     self.free_slot(id);
                 }
@@ -153,8 +157,10 @@ impl Shard {
         let over = |s: &Self| s.bytes + charge > s.max_bytes || s.entries >= s.max_entries;
         // W-TinyLFU decides the newcomer's admission at the door: it is inserted first and
         // may be the first victim (then the insert succeeds but nothing is kept).
-        let door =
-            self.policy.inserts_first() && !mode.refuses_when_full() && !mode.keeps_newcomer();
+        let door = self.policy.inserts_first()
+            && !mode.refuses_when_full()
+            && !mode.keeps_newcomer()
+            && !resident;
         if mode.refuses_when_full() {
             if over(self) {
                 return Err(Error::CacheFull {

@@ -208,6 +208,15 @@ fn w_tinylfu_decides_admission_at_the_door() {
     }
     assert!(admitted, "a newcomer stored often enough gets in");
     assert_eq!(s.stats().entries, 10);
+    // A resident's new value that does not fit in place is kept (it was admitted once):
+    // another entry makes the room.
+    let evictions = s.stats().evictions;
+    s.insert(&3u16.to_le_bytes(), vec![33; 150]).unwrap();
+    assert_eq!(
+        s.get(&3u16.to_le_bytes()).as_deref(),
+        Some(&[33u8; 150][..])
+    );
+    assert_eq!(s.stats().evictions, evictions + 1);
     // The other policies keep every newcomer.
     for policy in [PolicyKind::Lru, PolicyKind::S3Fifo] {
         let s = store(budget, policy);

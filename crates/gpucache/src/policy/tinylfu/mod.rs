@@ -291,7 +291,6 @@ impl TinyLfu {
             self.surge.record(hits, misses);
         }
         self.regret.observe();
-
         if self
             .climber
             .record(hits, misses, 10 * len, self.regret.recency())
@@ -309,8 +308,10 @@ impl TinyLfu {
     /// keys win their contests back within a few thousand requests, and the new set's no
     /// longer wait for stale counts to halve away. Called by the climber's restarts and by
     /// surges ([`surge`]); a surge comes after the bias rose from at least -1 by an eighth of
-    /// a count, so its credit is at least 0 and it always forgets.
+    /// a count, so its credit is at least 0 and it always forgets. The climber forgets its
+    /// climb's best rate too: the new workload's rates are not comparable.
     fn restart(&mut self) {
+        self.climber.forget_best();
         if self.regret.credit() < 0 {
             self.sketch.halve();
         } else {
@@ -389,14 +390,18 @@ impl TinyLfu {
         let Ok(fc) = u64::try_from(fc) else {
             return false;
         };
-        if self.weights[Place::Probation as usize] < c.weight {
-            // Probation cannot make the room: admitted at its back, the candidate would be
-            // evicted itself once the rest of probation is gone.
-            return false;
-        }
         let worth = self.worth_scale();
         let beats = |freq: u128| u128::from(fc).saturating_mul(worth(c.weight)) > freq;
-        let probation = &self.queues[Place::Probation as usize];
+        let (probation, protected) = (
+            &self.queues[Place::Probation as usize],
+            &self.queues[Place::Protected as usize],
+        );
+        // Probation from the victim on, then protected from its oldest: the entries the
+        // evictions after this contest take (see `evict`).
+        let next = |v: EntryId| match self.meta[v as usize].place {
+            Place::Probation => probation.next(&self.links, v).or_else(|| protected.front()),
+            _ => protected.next(&self.links, v),
+        };
         let (mut weight, mut freq, mut at) = (0u64, 0u128, Some(victim));
         for _ in 0..MAX_VICTIMS {
             let Some(v) = at else { break };
@@ -406,13 +411,17 @@ impl TinyLfu {
             if weight >= c.weight || !beats(freq) {
                 break;
             }
-            at = probation.next(&self.links, v);
+            at = next(v);
         }
-        if weight > 0 && weight < c.weight {
-            // The walk ended before the candidate's weight was covered: the rest of the room
-            // it needs, made after the contest from probation's front without another one, is
-            // taken as worth as much per unit of weight as the entries walked.
-            freq = freq.saturating_mul(u128::from(c.weight)) / u128::from(weight);
+        if weight < c.weight {
+            if at.is_none() {
+                // All of main weighs less: no room to make.
+                return false;
+            }
+            // The walk stopped at MAX_VICTIMS: the rest of the room it needs, made after the
+            // contest without another one, is taken as worth as much per unit of weight as
+            // the entries walked.
+            freq = freq.saturating_mul(u128::from(c.weight)) / u128::from(weight.max(1));
         }
         beats(freq)
     }
@@ -708,7 +717,18 @@ impl EvictionPolicy for TinyLfu {
                 (Some(c), Some(v)) => {
                     self.fold(c);
                     let (loser, kind) = if self.admits(c, v) {
-                        self.relocate(c, Place::Probation);
+                        // Heavier than all of probation, the victims included: the rest of
+                        // its room comes from protected's oldest (the contest counted them),
+                        // so it joins protected's back; at probation's, it would be the
+                        // next victim itself once the rest of probation was gone.
+                        let heavier =
+                            self.weights[Place::Probation as usize] < self.meta[c as usize].weight;
+                        let to = if heavier {
+                            Place::Protected
+                        } else {
+                            Place::Probation
+                        };
+                        self.relocate(c, to);
                         (v, Loser::Displaced)
                     } else {
                         (c, Loser::Rejected)

@@ -291,10 +291,9 @@ fn heavy_candidate_needs_more_hits_per_byte() {
 }
 
 #[test]
-fn a_candidate_heavier_than_all_probation_is_refused() {
-    // Ten light entries fill the cache and probation; a key requested often but heavier
-    // than all of probation would displace every entry there and then be the next victim
-    // itself (it joins probation's back): refused, whatever its count.
+fn a_candidate_heavier_than_all_main_is_refused() {
+    // Ten light entries fill the cache, all in probation; a key requested often but heavier
+    // than all of main cannot be given the room: refused, whatever its count.
     let mut p = TinyLfu::default();
     for id in 0..10 {
         p.insert(id, 1000 + u64::from(id), 10);
@@ -302,9 +301,33 @@ fn a_candidate_heavier_than_all_probation_is_refused() {
     assert_eq!(p.evict(), Some(0));
     p.sketch.increment(4242, 14);
     p.insert(0, 4242, 1000);
-    assert!(p.weights[Place::Probation as usize] < 1000);
     assert_eq!(p.evict(), Some(0), "refused at the door");
     p.validate(&|id| id < 10);
+}
+
+#[test]
+fn a_candidate_heavier_than_probation_takes_its_room_from_protected() {
+    // Probation holds 90 units, protected 100; a popular candidate of 150 wins against the
+    // whole probation and protected's oldest, and joins protected's back: the evictions
+    // that make its room take every other entry first, never the candidate itself (at
+    // probation's back it would have been the next victim once probation was gone).
+    let mut p = TinyLfu::default();
+    for id in 0..20 {
+        p.insert(id, 1000 + u64::from(id), 10);
+    }
+    assert_eq!(p.evict(), Some(0));
+    for id in 10..20 {
+        p.relocate(id, Place::Protected);
+    }
+    p.sketch.increment(4242, 14);
+    p.insert(0, 4242, 150);
+    assert_eq!(p.evict(), Some(1), "admitted: probation's oldest leaves");
+    assert_eq!(p.meta[0].place, Place::Protected);
+    for _ in 0..14 {
+        assert_ne!(p.evict(), Some(0));
+    }
+    assert_eq!(p.meta[0].place, Place::Protected);
+    p.validate(&|id| id == 0 || id >= 16);
 }
 
 #[test]

@@ -416,12 +416,10 @@ impl Climber {
         // turned (sized Zipf at 100 entries: a window walked to 70% while the hit rate fell
         // from 63% to 58%).
         let best = self.run_best.map_or(previous, |b| b.max(previous));
-        let turned = (change < -reverse_at || rate < best - reverse_at) && self.moved;
-        if turned {
+        let direction = self.step.is_sign_positive();
+        if (change < -reverse_at || rate < best - reverse_at) && self.moved {
             self.step = -self.step;
         }
-        // A new climb (turned, restarted, or set off from rest) starts from this sample.
-        self.run_best = (!turned && !restart && self.moved).then_some(best.max(rate));
         let pays = recency == Recency::Pays;
         // A lean does not lift on a restart: at a bound a restart keeps its place (above).
         let leans = recency == Recency::Leans && !restart;
@@ -457,8 +455,18 @@ impl Climber {
             // this; the best peer 61,400). Loops and Zipf never give the hint.
             self.step = self.step.abs();
         }
+        // A new climb (turned by any rule, restarted, or set off from rest) starts from this
+        // sample.
+        let same_climb = self.step.is_sign_positive() == direction && !restart && self.moved;
+        self.run_best = same_climb.then_some(best.max(rate));
         self.move_share();
         restart
+    }
+
+    /// The policy restarted on a surge: a new workload, whose rates the old climb's best
+    /// says nothing about.
+    pub(super) fn forget_best(&mut self) {
+        self.run_best = None;
     }
 
     /// Moves the average of the sample-to-sample changes towards `change` (its size).
