@@ -42,7 +42,7 @@ pub struct InsertMode {
     refuse_existing: bool,
     refuse_when_full: bool,
     /// Room is made before the newcomer goes in, so that it is kept whatever the policy's
-    /// admission says: for a value no other tier holds (crate-internal).
+    /// admission says (crate-internal: the cache's stores no lower tier holds, and D3D12's).
     keep_newcomer: bool,
 }
 

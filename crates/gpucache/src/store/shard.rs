@@ -2,8 +2,10 @@
 //!
 //! Invariants, checked by [`Shard::validate`] in the model tests and the fuzz targets: `bytes`
 //! is the sum of the charges of the occupied slots and never exceeds `max_bytes`; the number
-//! of occupied slots never exceeds `max_entries`; every occupied slot is in `index` under its
-//! hash and tracked by `policy`; every free slot is on the free list once.
+//! of occupied slots never exceeds `max_entries` (within an insert whose policy decides
+//! admission at the door, both may go one entry over until it has evicted); every occupied
+//! slot is in `index` under its hash and tracked by `policy`; every free slot is on the free
+//! list once.
 
 use bytes::Bytes;
 use hashbrown::HashTable;

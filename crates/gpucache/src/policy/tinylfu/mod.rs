@@ -374,8 +374,9 @@ impl TinyLfu {
     }
 
     /// Whether the candidate should displace the victim and, if it weighs more, the
-    /// probation entries behind the victim that it would also push out (at most
-    /// [`MAX_VICTIMS`], the rest of its weight counted at their rate): its estimated
+    /// probation entries behind the victim and then protected's oldest that it would also
+    /// push out (at most [`MAX_VICTIMS`], the rest of its weight counted at their rate; all
+    /// of main weighing less, it is refused): its estimated
     /// accesses, less [`ADMIT_MARGIN`] and plus the credit that admission regret has learnt
     /// ([`regret`]: -1 on Zipf, 0 on loops, more after a change of working set), must be
     /// worth more than all of theirs together. With equal weights every access is worth the
