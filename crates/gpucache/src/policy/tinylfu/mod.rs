@@ -231,7 +231,7 @@ impl TinyLfu {
     /// candidates) and protected overflow down to probation.
     fn rebalance(&mut self) {
         let total = self.total_weight();
-        let window_target = (total as f64 * self.climber.share()) as u64;
+        let window_target = self.climber.window_target(total);
         while self.weights[Place::Window as usize] > window_target {
             let Some(id) = self.settle_front(Place::Window) else {
                 break;

@@ -131,6 +131,10 @@ struct Recovery {
 pub(super) struct Climber {
     /// Invariant: within [MIN_SHARE, MAX_SHARE].
     share: f64,
+    /// `share` in units of 2^-32, kept beside it (set wherever it is): the window's target
+    /// is computed on every insert and eviction, and in integers it stays off the
+    /// floating-point unit's long conversion chain.
+    fraction: u64,
     /// Signed: the sign is the current direction.
     step: f64,
     hits: u64,
@@ -212,6 +216,7 @@ impl Default for Climber {
     fn default() -> Self {
         Self {
             share: INITIAL_SHARE,
+            fraction: fraction_of(INITIAL_SHARE),
             // Shrinking first: from 1% a full step down reaches the frequency-only end,
             // which loops and scans want; a falling hit rate turns the climb upwards.
             step: -STEP,
@@ -236,10 +241,21 @@ fn part_of(sample: u64) -> u64 {
     (sample / PARTS_PER_SAMPLE).clamp(MIN_PART, MAX_PART)
 }
 
+/// `share` in units of 2^-32 (shares are within [0, 1]).
+fn fraction_of(share: f64) -> u64 {
+    (share * (1u64 << 32) as f64) as u64
+}
+
 impl Climber {
     /// The window's current share of the tracked weight.
     pub(super) fn share(&self) -> f64 {
         self.share
+    }
+
+    /// The window's share of `total` (rounded down).
+    #[inline]
+    pub(super) fn window_target(&self, total: u64) -> u64 {
+        ((u128::from(total) * u128::from(self.fraction)) >> 32) as u64
     }
 
     /// Whether the window is closed (its share at the smallest).
@@ -484,6 +500,7 @@ impl Climber {
         let before = self.share;
         if self.step.abs() >= MIN_STEP {
             self.share = (self.share + self.step).clamp(MIN_SHARE, MAX_SHARE);
+            self.fraction = fraction_of(self.share);
         }
         self.moved = self.share != before;
     }
@@ -491,8 +508,10 @@ impl Climber {
     /// A climber whose window share is `share` (tests of the rules that read it).
     #[cfg(test)]
     pub(super) fn with_share(share: f64) -> Climber {
+        let share = share.clamp(MIN_SHARE, MAX_SHARE);
         Climber {
-            share: share.clamp(MIN_SHARE, MAX_SHARE),
+            share,
+            fraction: fraction_of(share),
             ..Climber::default()
         }
     }
@@ -504,6 +523,7 @@ impl Climber {
             "window share {} out of bounds",
             self.share
         );
+        assert_eq!(self.fraction, fraction_of(self.share), "window fraction");
         assert!(
             self.noise.is_finite() && (0.0..=1.0).contains(&self.noise),
             "noise {}",

@@ -144,6 +144,7 @@ fn periodic_swings_do_not_restart_but_a_new_workload_does() {
 fn climbing() -> Climber {
     Climber {
         share: 0.3,
+        fraction: fraction_of(0.3),
         step: 0.05,
         previous_rate: Some(0.5),
         moved: true,
@@ -342,6 +343,7 @@ fn a_restart_at_the_small_end_keeps_the_window_shut() {
     // full step, but the last step did not move the share, so the direction stays.
     let mut c = Climber {
         share: MIN_SHARE,
+        fraction: fraction_of(MIN_SHARE),
         step: -0.01,
         previous_rate: Some(0.6),
         moved: false,
@@ -354,6 +356,7 @@ fn a_restart_at_the_small_end_keeps_the_window_shut() {
     // Climbing when the workload changes: the fall turns the climb round, as any fall.
     let mut c = Climber {
         share: 0.3,
+        fraction: fraction_of(0.3),
         step: 0.01,
         previous_rate: Some(0.6),
         moved: true,
