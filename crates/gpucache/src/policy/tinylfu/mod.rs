@@ -73,6 +73,12 @@ const PROTECTED_PERCENT: u64 = 80;
 /// some time ago are as stale as the rest, and protected kept them from the contests.
 const PROTECTED_PERCENT_PER_CREDIT: u64 = 20;
 const MIN_PROTECTED_PERCENT: u64 = 20;
+/// Protected gives up this many percent of main while its stale entries die
+/// ([`Regret::stale_entries_die`]). Half a step of the credit's: at a whole step the drift at
+/// 500 entries gained less (0.981 of the best peer's hits rather than 0.996; at 300, 0.983
+/// rather than 0.976) and phase changes and cycles at 2,000-20,000 entries lost up to 0.007
+/// (docs/memory-tier.md).
+const PROTECTED_PERCENT_IF_STALE_DIE: u64 = 10;
 /// A candidate must be estimated this many accesses above the victim to displace it (per
 /// byte). Estimates of keys requested equally often differ by one depending on where the
 /// last halving fell between their accesses; without the margin a loop just larger than
@@ -254,16 +260,24 @@ impl TinyLfu {
     }
 
     /// Protected's share of main, in percent: [`PROTECTED_PERCENT`], less
-    /// [`PROTECTED_PERCENT_PER_CREDIT`] for each whole count of admission credit above 2.
-    /// Zipf, loops and the sized traces keep a credit of 2 or less, so only workloads where
-    /// recency pays strongly (popular keys that slide through a small cache) shrink it.
-    /// A step of the credit moves a fifth of main down to probation in one rebalance
+    /// [`PROTECTED_PERCENT_PER_CREDIT`] for each whole count of admission credit above 2,
+    /// and [`PROTECTED_PERCENT_IF_STALE_DIE`] while stale entries die
+    /// ([`Regret::stale_entries_die`]: protected
+    /// gives up its dead only as fast as it promotes, and a slow drift's dead favourites sat
+    /// there for 250-500 shifts of its popular set).
+    /// Zipf, loops and the sized traces keep a credit of 2 or less and their stale entries
+    /// return, so only workloads where recency pays (popular keys that slide through a small
+    /// cache) shrink it. A step moves a fifth of main down to probation in one rebalance
     /// (linear in those entries, as exposing protected is; credit steps need dozens of
-    /// returning losers each, so this is rare).
+    /// returning losers each and the verdict turns with the counts of thousands of
+    /// contests, so this is rare).
     fn protected_percent(&self) -> u64 {
         let above = u64::try_from(self.regret.credit() - 2).unwrap_or(0);
+        let dead = u64::from(self.regret.stale_entries_die());
         PROTECTED_PERCENT
-            .saturating_sub(PROTECTED_PERCENT_PER_CREDIT * above)
+            .saturating_sub(
+                PROTECTED_PERCENT_PER_CREDIT * above + PROTECTED_PERCENT_IF_STALE_DIE * dead,
+            )
             .max(MIN_PROTECTED_PERCENT)
     }
 
@@ -730,7 +744,12 @@ impl EvictionPolicy for TinyLfu {
                             Place::Probation
                         };
                         self.relocate(c, to);
-                        (v, Loser::Displaced)
+                        let kind = if self.meta[v as usize].stale {
+                            Loser::StaleDisplaced
+                        } else {
+                            Loser::Displaced
+                        };
+                        (v, kind)
                     } else {
                         (c, Loser::Rejected)
                     };
