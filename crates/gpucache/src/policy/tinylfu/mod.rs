@@ -3,7 +3,8 @@
 //!
 //! New entries enter a small *window*. When the window holds more than its share of the
 //! tracked weight, its oldest entry becomes a *candidate* for the main space, which is
-//! split into *probation* and *protected* (80% of main, less while recency pays strongly).
+//! split into *probation* and *protected* (80% of main; less while recency pays strongly,
+//! or while entries that went round protected without a hit prove dead once evicted).
 //! On eviction the candidate meets the oldest probation entry, the *victim* (and, if the
 //! candidate weighs more, the probation entries behind it that it would also push out): a
 //! frequency sketch of recent accesses (including keys no longer stored) decides whether
@@ -261,16 +262,15 @@ impl TinyLfu {
 
     /// Protected's share of main, in percent: [`PROTECTED_PERCENT`], less
     /// [`PROTECTED_PERCENT_PER_CREDIT`] for each whole count of admission credit above 2,
-    /// and [`PROTECTED_PERCENT_IF_STALE_DIE`] while stale entries die
-    /// ([`Regret::stale_entries_die`]: protected
-    /// gives up its dead only as fast as it promotes, and a slow drift's dead favourites sat
-    /// there for 250-500 shifts of its popular set).
-    /// Zipf, loops and the sized traces keep a credit of 2 or less and their stale entries
-    /// return, so only workloads where recency pays (popular keys that slide through a small
-    /// cache) shrink it. A step moves a fifth of main down to probation in one rebalance
-    /// (linear in those entries, as exposing protected is; credit steps need dozens of
-    /// returning losers each and the verdict turns with the counts of thousands of
-    /// contests, so this is rare).
+    /// and less [`PROTECTED_PERCENT_IF_STALE_DIE`] while stale entries die
+    /// ([`Regret::stale_entries_die`]: protected gives up its dead only as fast as it
+    /// promotes, and a slow drift's dead favourites sat there for 250-500 shifts of its
+    /// popular set). Zipf, loops and the sized traces keep a credit of 2 or less and their
+    /// stale entries return, so only workloads whose popular keys slide or change shrink it.
+    /// A shrink moves a fifth (a credit step) or a tenth (the verdict) of main down to
+    /// probation in one rebalance (linear in those entries, as exposing protected is; credit
+    /// steps need dozens of returning losers each, and the verdict turns at most once per
+    /// window of 4,096 contests, so this is rare).
     fn protected_percent(&self) -> u64 {
         let above = u64::try_from(self.regret.credit() - 2).unwrap_or(0);
         let dead = u64::from(self.regret.stale_entries_die());
@@ -332,6 +332,7 @@ impl TinyLfu {
             self.sketch.forget();
         }
         self.expose_protected();
+        self.regret.forget_returns();
     }
 
     /// Moves every protected entry to the front of probation, oldest first, ahead of the

@@ -131,7 +131,7 @@ struct Recovery {
 pub(super) struct Climber {
     /// Invariant: within [MIN_SHARE, MAX_SHARE].
     share: f64,
-    /// `share` in units of 2^-32, kept beside it (set wherever it is): the window's target
+    /// `share` in units of 2^-48, kept beside it (set wherever it is): the window's target
     /// is computed on every insert and eviction, and in integers it stays off the
     /// floating-point unit's long conversion chain.
     fraction: u64,
@@ -241,9 +241,16 @@ fn part_of(sample: u64) -> u64 {
     (sample / PARTS_PER_SAMPLE).clamp(MIN_PART, MAX_PART)
 }
 
-/// `share` in units of 2^-32 (shares are within [0, 1]).
+/// Bits of [`Climber`]'s `fraction`: fine enough that a target of up to 2^40 weight units
+/// (a terabyte) is off by less than one from the exact product.
+const FRACTION_BITS: u32 = 48;
+
+/// `share` in units of 2^-48, rounded up (shares are within [0, 1]): a share such as 1% is
+/// not a whole number of units, and rounded down it made a target of a whole number of
+/// entries (1% of 100, 80% of 500) one short. Rounded up, the targets equal the
+/// floating-point product's at the climber's shares.
 fn fraction_of(share: f64) -> u64 {
-    (share * (1u64 << 32) as f64) as u64
+    (share * (1u64 << FRACTION_BITS) as f64).ceil() as u64
 }
 
 impl Climber {
@@ -255,7 +262,7 @@ impl Climber {
     /// The window's share of `total` (rounded down).
     #[inline]
     pub(super) fn window_target(&self, total: u64) -> u64 {
-        ((u128::from(total) * u128::from(self.fraction)) >> 32) as u64
+        ((u128::from(total) * u128::from(self.fraction)) >> FRACTION_BITS) as u64
     }
 
     /// Whether the window is closed (its share at the smallest).

@@ -488,3 +488,23 @@ fn the_fill_is_no_baseline_for_a_fall() {
         );
     }
 }
+
+#[test]
+fn the_window_target_is_the_share_of_the_total_rounded_down() {
+    for (share, total, target) in [
+        (0.01, 100, 1),
+        (0.01, 99, 0),
+        (0.8, 500, 400),
+        (0.3, 1000, 300),
+        (0.0, 1 << 40, 0),
+        (0.8, 1 << 40, (1u64 << 40) / 5 * 4),
+    ] {
+        let c = Climber::with_share(share);
+        assert_eq!(c.window_target(total), target, "{share} of {total}");
+        assert_eq!(
+            c.window_target(total),
+            (total as f64 * share) as u64,
+            "{share} of {total}"
+        );
+    }
+}
