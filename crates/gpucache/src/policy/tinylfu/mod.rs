@@ -264,7 +264,7 @@ impl TinyLfu {
     /// [`PROTECTED_PERCENT_PER_CREDIT`] for each whole count of admission credit above 2,
     /// and less [`PROTECTED_PERCENT_IF_STALE_DIE`] while stale entries die
     /// ([`Regret::stale_entries_die`]: protected gives up its dead only as fast as it
-    /// promotes, and a slow drift's dead favourites sat there for 250-500 shifts of its
+    /// promotes, and a slow drift's dead favourites sat there for 125-250 shifts of its
     /// popular set). Zipf, loops and the sized traces keep a credit of 2 or less and their
     /// stale entries return, so only workloads whose popular keys slide or change shrink it.
     /// A shrink moves a fifth (a credit step) or a tenth (the verdict) of main down to

@@ -760,7 +760,7 @@ fn a_large_cold_cache_keeps_its_bias_near_balance() {
 fn a_drift_whose_stale_entries_die_shrinks_protected() {
     // Zipf 0.7 and 0.9 sliding by one key every 50 requests through 500 entries: the
     // favourites die at their most popular and sat in protected, which gives up entries only
-    // as it promotes others, for 250-500 shifts. Their return rate once displaced, far below
+    // as it promotes others, for 125-250 shifts. Their return rate once displaced, far below
     // the other displaced entries', gives protected a step less of main. Without it these 4
     // runs hit 66,300-67,500 and 106,800-107,800 times; with it 69,700-70,800 and
     // 109,800-111,600, the verdict holding over 92,000-176,000 of the 200,000 requests.
