@@ -251,7 +251,11 @@ impl TinyLfu {
             self.relocate(id, to);
         }
         let main = total - self.weights[Place::Window as usize];
-        let protected_target = main / 100 * self.protected_percent();
+        // Multiplied before it is divided: `main / 100 * percent` rounded main down to whole
+        // hundreds first, which left an owner of unit weights with under 100 entries of main
+        // no protected at all (and 65% rather than 80% of a main of 495).
+        let protected_target =
+            (u128::from(main) * u128::from(self.protected_percent()) / 100) as u64;
         while self.weights[Place::Protected as usize] > protected_target {
             let Some(id) = self.settle_front(Place::Protected) else {
                 break;

@@ -807,3 +807,21 @@ fn zipf_and_loops_never_take_their_stale_entries_for_dead() {
         assert_eq!(held, 0, "{name}");
     }
 }
+
+#[test]
+fn a_small_cache_of_unit_weights_protects_its_popular_entries() {
+    // 50 entries of weight 1, 30 keys requested every other time: protected's target is 80%
+    // of main, not main rounded down to whole hundreds (which left it none: 0 of 50 entries
+    // protected; now 15 of 47).
+    let mut p = TinyLfu::default();
+    let keys: Vec<u64> = (0..20_000u64)
+        .map(|i| if i % 2 == 0 { i % 30 } else { 1000 + i })
+        .collect();
+    replay(&mut p, &keys, 50);
+    let main = p.len() - p.queues[Place::Window as usize].len();
+    let protected = p.queues[Place::Protected as usize].len();
+    assert!(
+        protected >= 10 && protected * 100 <= main * 80,
+        "{protected} of {main} entries of main protected"
+    );
+}
