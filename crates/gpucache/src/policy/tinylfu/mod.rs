@@ -75,10 +75,10 @@ const PROTECTED_PERCENT: u64 = 80;
 const PROTECTED_PERCENT_PER_CREDIT: u64 = 20;
 const MIN_PROTECTED_PERCENT: u64 = 20;
 /// Protected gives up this many percent of main while its stale entries die
-/// ([`Regret::stale_entries_die`]). Half a step of the credit's: at a whole step the drift at
-/// 500 entries gained less (0.981 of the best peer's hits rather than 0.996; at 300, 0.983
-/// rather than 0.976) and phase changes and cycles at 2,000-20,000 entries lost up to 0.007
-/// (docs/memory-tier.md).
+/// ([`Regret::stale_entries_die`]). Half a step of the credit's: at a whole step (the verdict
+/// then taken on every displaced loser) drift with Zipf 0.7 gained less at 500 entries
+/// (0.981 of the best peer's hits rather than 0.996) and more at 300 (0.983 rather than
+/// 0.976), and the phase change at 3,000 entries lost 0.007 (docs/memory-tier.md).
 const PROTECTED_PERCENT_IF_STALE_DIE: u64 = 10;
 /// A candidate must be estimated this many accesses above the victim to displace it (per
 /// byte). Estimates of keys requested equally often differ by one depending on where the

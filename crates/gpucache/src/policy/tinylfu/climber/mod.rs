@@ -247,8 +247,9 @@ const FRACTION_BITS: u32 = 48;
 
 /// `share` in units of 2^-48, rounded up (shares are within [0, 1]): a share such as 1% is
 /// not a whole number of units, and rounded down it made a target of a whole number of
-/// entries (1% of 100, 80% of 500) one short. Rounded up, the targets equal the
-/// floating-point product's at the climber's shares.
+/// entries (1% of 100, 80% of 500) one short. Rounded up, a target is the exact product
+/// rounded down, unless that product falls within 2^-8 of a unit below a whole number (at
+/// totals up to 2^40).
 fn fraction_of(share: f64) -> u64 {
     (share * (1u64 << FRACTION_BITS) as f64).ceil() as u64
 }
