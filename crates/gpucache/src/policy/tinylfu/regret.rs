@@ -32,9 +32,9 @@
 //! quarter of the others' rate, such entries are mostly keys that will never be requested
 //! again. A slowly drifting set's favourites die so, at their most popular: at 500 entries
 //! W-TinyLFU held 34-60 keys dead for 6,250-12,500 requests, where quick_cache, which
-//! keeps no counts, held 7-15. The policy then gives protected 10 points
-//! less of main (docs/memory-tier.md). Where the working set cycles back, or on Zipf,
-//! stale entries return as often as the others.
+//! keeps no counts, held 7-15. The policy then gives protected 10 points less of main
+//! (docs/memory-tier.md). Where the working set cycles back, or on Zipf, stale entries
+//! return as often as the others.
 //!
 //! Losers are kept in a direct-mapped table of one 32-bit word per tracked key (a tag of the
 //! key, the kind, and when the contest was): a collision forgets the older loser, and a tag
@@ -164,9 +164,9 @@ pub(super) struct Regret {
     fresh: Returns,
     /// What [`Regret::stale_entries_die`] says: the rule on the counts at the end of the
     /// last window of [`RETURNS_WINDOW`] contests. Taken only then, so that it turns at most
-    /// once a window: each turn on demotes up to a tenth of main to probation, and
-    /// taken on every displaced loser it flickered (136 turns in 200,000 requests of a drift
-    /// at 500 entries), for the same hits.
+    /// once a window: each turn on demotes up to a tenth of main to probation, and taken on
+    /// every displaced loser it flickered (136 turns in 200,000 requests of a drift at 500
+    /// entries), for about the same hits.
     stale_die: bool,
 }
 
@@ -228,9 +228,9 @@ impl Regret {
     /// Whether entries that went round protected without a hit are mostly dead: displaced,
     /// they return at under a [`STALE_RETURN_DIVISOR`]th of the other displaced entries'
     /// rate (with at least [`MIN_DISPLACED`] of each kind counted; as of the end of the last
-    /// window of [`RETURNS_WINDOW`] contests). Then protected, which
-    /// gives up such entries only as fast as it takes in promoted ones, is holding keys that
-    /// will not be requested again, and the policy gives it 10 points less of main.
+    /// window of [`RETURNS_WINDOW`] contests). Then protected, which gives up such entries
+    /// only as fast as it takes in promoted ones, is holding keys that will not be requested
+    /// again, and the policy gives it 10 points less of main.
     pub(super) fn stale_entries_die(&self) -> bool {
         self.stale_die
     }
