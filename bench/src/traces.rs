@@ -266,15 +266,29 @@ pub fn drifting(alpha: f64, requests: usize, capacity: usize, seed: u64) -> Trac
 /// Zipf requests over keys with program-binary sizes, log-uniform 1 KiB..1 MiB and
 /// independent of popularity; the cache is bounded in bytes.
 pub fn sized_zipf(alpha: f64, requests: usize, capacity: usize, seed: u64) -> Trace {
+    sized_zipf_drawn(alpha, requests, capacity, seed, 0)
+}
+
+/// [`sized_zipf`] with another draw of the sizes: `sizes` salts the size of each key, so
+/// that the same popularity ranks get other sizes (0 gives [`sized_zipf`]'s). The ranks'
+/// sizes are otherwise the same for every `seed`, which only redraws the requests.
+pub fn sized_zipf_drawn(
+    alpha: f64,
+    requests: usize,
+    capacity: usize,
+    seed: u64,
+    sizes: u64,
+) -> Trace {
     let mut trace = zipf(alpha, capacity * 10, requests, capacity, seed);
     trace.name = format!("sized-zipf-{alpha:.1}");
     trace.about = "Zipf, values 1 KiB..1 MiB (log-uniform), bounded in bytes";
-    trace.sizes = trace.keys.iter().map(|&k| size_of_key(k)).collect();
+    trace.sizes = trace.keys.iter().map(|&k| size_of_key(k, sizes)).collect();
     trace
 }
 
-/// A deterministic log-uniform size in 1 KiB..1 MiB for `key`.
-fn size_of_key(key: u64) -> u32 {
+/// A deterministic log-uniform size in 1 KiB..1 MiB for `key`, drawn by `salt`.
+fn size_of_key(key: u64, salt: u64) -> u32 {
+    let key = key ^ salt.wrapping_mul(0xA24B_AED4_963E_E407);
     let u = (key.wrapping_mul(0xD6E8_FEB8_6659_FD93) >> 11) as f64 / (1u64 << 53) as f64;
     (1024.0 * 1024f64.powf(u)) as u32
 }

@@ -7,7 +7,8 @@
 //! as a share of requests and as a ratio to the best peer. The peers' hits are computed once
 //! and cached in FILE (default /tmp/phase_peers.txt; moka varies run to run, and a cache
 //! keeps the comparison of two builds fair; with `--requests N`, traces of N requests
-//! rather than 200,000, and FILE /tmp/phase_peers_N.txt). With `--base`, each row is printed beside the
+//! rather than 200,000, and FILE /tmp/phase_peers_N.txt; with `--trace-seed K`, other draws
+//! of the random traces, FILE /tmp/phase_peers_N_tK.txt). With `--base`, each row is printed beside the
 //! ratio of a previous run's output (its stdout saved to FILE), rows lower by more than 0.003
 //! are marked WORSE, and the geometric means are compared. `--series NAME@CAP [--seed S]`
 //! prints instead the hit rate per 5,000 requests of ours, moka and quick_cache on that trace.
@@ -20,7 +21,7 @@ use gpucache::PolicyKind;
 use gpucache_bench::replay::{replay, replay_seeded, Contender, Hits};
 use gpucache_bench::traces::{
     drifting, loop_over, one_hit_wonders, pages_share_programs, phase_change, phase_cycle,
-    scan_with_zipf, sized_zipf, zipf, Trace,
+    scan_with_zipf, sized_zipf_drawn, zipf, Trace,
 };
 
 /// Requests per trace unless `--requests` says otherwise.
@@ -44,25 +45,33 @@ fn arg(name: &str) -> Option<String> {
         .and_then(|i| args.get(i + 1).cloned())
 }
 
+/// `--trace-seed K`: added to every trace's seed, so that a change can be checked on other
+/// draws of the same traces than the ones it was measured on (0, the default, gives the
+/// usual draws). Each K keeps its own peers file.
+fn trace_seed() -> u64 {
+    arg("--trace-seed").map_or(0, |s| s.parse().expect("a number"))
+}
+
 fn traces(cap: usize) -> Vec<Trace> {
     let n = requests();
+    let k = trace_seed();
     vec![
-        phase_change(0.8, n, cap, 15),
-        phase_change(1.0, n, cap, 15),
-        phase_cycle(0.8, n, cap, 19),
-        phase_cycle(1.0, n, cap, 19),
-        drifting(0.7, n, cap, 17),
-        drifting(0.9, n, cap, 17),
-        zipf(0.8, cap * 10, n, cap, 1),
-        zipf(1.0, cap * 10, n, cap, 2),
+        phase_change(0.8, n, cap, 15 + k),
+        phase_change(1.0, n, cap, 15 + k),
+        phase_cycle(0.8, n, cap, 19 + k),
+        phase_cycle(1.0, n, cap, 19 + k),
+        drifting(0.7, n, cap, 17 + k),
+        drifting(0.9, n, cap, 17 + k),
+        zipf(0.8, cap * 10, n, cap, 1 + k),
+        zipf(1.0, cap * 10, n, cap, 2 + k),
         loop_over(1.05, n, cap),
         loop_over(2.0, n, cap),
         loop_over(3.0, n, cap),
-        scan_with_zipf(0.8, cap * 10, n, cap, 3),
-        scan_with_zipf(1.0, cap * 10, n, cap, 3),
-        one_hit_wonders(0.9, 0.3, n, cap, 16),
-        pages_share_programs(n, cap, 4),
-        sized_zipf(0.9, n, cap, 18),
+        scan_with_zipf(0.8, cap * 10, n, cap, 3 + k),
+        scan_with_zipf(1.0, cap * 10, n, cap, 3 + k),
+        one_hit_wonders(0.9, 0.3, n, cap, 16 + k),
+        pages_share_programs(n, cap, 4 + k),
+        sized_zipf_drawn(0.9, n, cap, 18 + k, k),
     ]
 }
 
@@ -118,9 +127,10 @@ fn main() {
         return;
     }
     let seeds: u64 = arg("--seeds").map_or(8, |s| s.parse().expect("a number"));
-    let peers_file = arg("--peers").unwrap_or_else(|| match requests() {
-        REQUESTS => "/tmp/phase_peers.txt".into(),
-        n => format!("/tmp/phase_peers_{n}.txt"),
+    let peers_file = arg("--peers").unwrap_or_else(|| match (requests(), trace_seed()) {
+        (REQUESTS, 0) => "/tmp/phase_peers.txt".into(),
+        (n, 0) => format!("/tmp/phase_peers_{n}.txt"),
+        (n, k) => format!("/tmp/phase_peers_{n}_t{k}.txt"),
     });
     let only = arg("--only");
     let caps: Vec<usize> = arg("--caps").map_or(vec![100, 300, 1000, 5000], |s| {
