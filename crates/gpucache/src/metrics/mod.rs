@@ -11,7 +11,7 @@ mod striped;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use histogram::{Bucket, Histogram, HistogramSnapshot};
-pub(crate) use striped::HitMissCounters;
+pub(crate) use striped::{HitMissCounters, StripedCount};
 
 /// A monotonic event count, shared between threads.
 #[derive(Debug, Default)]

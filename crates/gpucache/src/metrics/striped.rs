@@ -75,6 +75,66 @@ impl HitMissCounters {
     }
 }
 
+/// One count that many threads add to, for a structure of its own rather than a whole
+/// store (a policy's count of hits under a shared lock): a stripe per lease, modulo a few
+/// stripes sized to the machine's parallelism ([`count_stripes`]), each on a cache line of
+/// its own. Threads whose leases share a stripe (more threads than stripes) may lose an
+/// update to each other: the count is for rates, which tolerate that.
+#[derive(Debug)]
+pub(crate) struct StripedCount {
+    /// A power-of-two number of stripes.
+    stripes: Box<[PaddedCount]>,
+}
+
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct PaddedCount(AtomicU64);
+
+impl Default for StripedCount {
+    fn default() -> Self {
+        Self {
+            stripes: (0..count_stripes())
+                .map(|_| PaddedCount::default())
+                .collect(),
+        }
+    }
+}
+
+impl StripedCount {
+    /// Adds one, through a shared reference.
+    #[inline]
+    pub(crate) fn add_one(&self) {
+        let i = leased_stripe().unwrap_or(LEASED) & (self.stripes.len() - 1);
+        let c = &self.stripes[i].0;
+        c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+    }
+
+    /// Adds one, with exclusive access.
+    pub(crate) fn add_one_mut(&mut self) {
+        let c = self.stripes[0].0.get_mut();
+        *c = c.wrapping_add(1);
+    }
+
+    /// The count (wrapping), with exclusive access: every add before it is counted.
+    pub(crate) fn sum_mut(&mut self) -> u64 {
+        self.stripes
+            .iter_mut()
+            .fold(0u64, |s, c| s.wrapping_add(*c.0.get_mut()))
+    }
+}
+
+/// Stripes per [`StripedCount`]: the machine's parallelism rounded up to a power of two,
+/// at most 8 (a policy per shard holds one, and there are up to 64 shards).
+fn count_stripes() -> usize {
+    static STRIPES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *STRIPES.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .clamp(1, 8)
+            .next_power_of_two()
+    })
+}
+
 /// Free stripe indexes.
 static POOL: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 static POOL_INIT: std::sync::Once = std::sync::Once::new();
@@ -132,6 +192,33 @@ fn lease() -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_striped_count_sums_every_thread_that_counted_in_turn() {
+        let mut c = StripedCount::default();
+        assert!(c.stripes.len().is_power_of_two());
+        for _ in 0..1000 {
+            c.add_one();
+        }
+        c.add_one_mut();
+        // Threads one after another (each joined before the next starts): no update lost,
+        // whichever stripes their leases fall on.
+        for _ in 0..4 {
+            std::thread::scope(|s| {
+                s.spawn(|| (0..500).for_each(|_| c.add_one()));
+            });
+        }
+        assert_eq!(c.sum_mut(), 3001);
+        // At once, threads sharing a stripe may lose updates to each other (a load and a
+        // store, no locked add), never gain any.
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| (0..10_000).for_each(|_| c.add_one()));
+            }
+        });
+        let n = c.sum_mut();
+        assert!((3002..=3001 + 40_000).contains(&n), "{n}");
+    }
 
     #[test]
     fn counts_from_many_short_lived_threads() {

@@ -35,17 +35,19 @@
 //! ([`TinyLfu::accesses`]): the favourites of a slowly drifting set die at their most popular.
 //!
 //! Hits are recorded under a shared lock: a hit only bumps the entry's atomic count of
-//! pending hits. Queues are therefore CLOCK-ordered rather than strictly LRU: an entry
-//! reaching the front of its queue with pending hits gets its second chance (moved to the
-//! back, or promoted) and its pending hits are folded into the sketch at that moment.
+//! pending hits (saturating) and the policy's striped count of hits (the climber's and the
+//! surge watch's rates count every hit). Queues are therefore CLOCK-ordered rather than
+//! strictly LRU: an entry reaching the front of its queue with pending hits gets its second
+//! chance (moved to the back, or promoted) and its pending hits are folded into the sketch
+//! at that moment.
 //!
 //! Invariants (checked by [`TinyLfu::validate`]): every tracked id is on exactly one queue,
 //! the one its metadata names; each queue's weight is the sum of its entries' weights;
 //! pending counts are at most [`MAX_PENDING`]; the candidate queue is empty until the first
 //! eviction; a free id has no pending hits (they are folded when it stops being tracked); a
 //! stale entry ([`Meta::stale`]) is on probation.
-//! Only the climber's hit count reads pending counts of entries it does not own at the time
-//! (racing readers may bump them): it tolerates an approximate sum.
+//! The count of hits is approximate under racing readers (a thread sharing another's stripe
+//! may overwrite its count): the rates built on it tolerate that.
 
 mod climber;
 mod regret;
@@ -58,6 +60,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use super::list::{Links, Queue};
 use super::{EntryId, EvictionPolicy};
+use crate::metrics::StripedCount;
 use climber::Climber;
 use regret::{Loser, Regret};
 use sketch::Sketch;
@@ -80,6 +83,15 @@ const MIN_PROTECTED_PERCENT: u64 = 20;
 /// (0.981 of the best peer's hits rather than 0.996) and more at 300 (0.983 rather than
 /// 0.976), and the phase change at 3,000 entries lost 0.007 (docs/memory-tier.md).
 const PROTECTED_PERCENT_IF_STALE_DIE: u64 = 10;
+/// A restart comes at least one `len / RESTART_SPACING` misses after the last one (`len`
+/// the entries tracked), or waits until then ([`TinyLfu::restart`]). With the hit rate
+/// counted exactly the climber sees a change of working set within a part of its sample,
+/// a few hundred misses after the surge has restarted the policy, and the second forgetting
+/// then finds nothing to forget; it used to come about `len / 2` misses later, when it
+/// helped (phase change with Zipf 0.8 at 10,000 entries over 1,000,000 requests: 0.977 of
+/// the best peer's hits back-to-back, 1.017 deferred; 1.017 at 1 and 4 too, and 4
+/// measured alike on every trace: docs/memory-tier.md).
+const RESTART_SPACING: u64 = 2;
 /// A candidate must be estimated this many accesses above the victim to displace it (per
 /// byte). Estimates of keys requested equally often differ by one depending on where the
 /// last halving fell between their accesses; without the margin a loop just larger than
@@ -167,10 +179,15 @@ pub struct TinyLfu {
     /// Set by the first eviction: until then the cache is filling, and entries leaving the
     /// window go straight to probation without a contest.
     full: bool,
-    /// Hit accounting for the climber: hits folded so far, and at the last probe the
-    /// folded hits plus the pending ones then, and the misses since.
-    folded: u64,
-    counted_at_probe: u64,
+    /// Hit accounting for the climber and the surge watch: every hit recorded, the count
+    /// at the last probe, and the misses since.
+    hits: StripedCount,
+    hits_at_probe: u64,
+    /// Misses since the policy was made, the count at the last restart (none yet: `None`),
+    /// and whether a restart waits for [`RESTART_SPACING`] to pass ([`TinyLfu::restart`]).
+    misses: u64,
+    restarted_at: Option<u64>,
+    restart_deferred: bool,
     misses_since_probe: u64,
     /// The weight of the first entry inserted, and whether any entry since weighed
     /// otherwise: while every weight is equal nothing can be [`dominated`], so the size
@@ -212,7 +229,6 @@ impl TinyLfu {
         }
         self.sketch
             .increment(self.meta[id as usize].key_hash, u64::from(hits));
-        self.folded += u64::from(hits);
         true
     }
 
@@ -285,26 +301,24 @@ impl TinyLfu {
             .max(MIN_PROTECTED_PERCENT)
     }
 
-    /// Counts a miss; every so many misses counts the hits since the last probe exactly
-    /// (folded plus still pending: a scan of the pending counts, cheap against the misses
-    /// between probes) and hands both to the climber, and to the surge watch once the cache
-    /// is full; each probe also moves admission regret's slow average of its bias
-    /// ([`Regret::observe`]). Hits alone cannot drive the count: they arrive under a shared
-    /// lock.
+    /// Counts a miss; every so many misses hands the hits and misses since the last probe
+    /// to the climber, and to the surge watch once the cache is full; each probe also moves
+    /// admission regret's slow average of its bias ([`Regret::observe`]). Hits alone cannot
+    /// drive the count: they arrive under a shared lock.
     fn count_miss(&mut self, len: u64) {
         self.misses_since_probe += 1;
+        self.misses += 1;
+        if self.restart_deferred && !self.restart_too_soon(len) {
+            self.restart();
+        }
         if self.misses_since_probe < (len / 8).max(16) {
             return;
         }
-        let pending: u64 = self
-            .pending
-            .iter()
-            .map(|p| u64::from(p.load(Ordering::Relaxed)))
-            .sum();
-        let counted = self.folded + pending;
-        let hits = counted.saturating_sub(self.counted_at_probe);
-        self.counted_at_probe = counted;
+        let counted = self.hits.sum_mut();
+        let hits = counted.wrapping_sub(self.hits_at_probe);
+        self.hits_at_probe = counted;
         let misses = std::mem::take(&mut self.misses_since_probe);
+
         if self.full {
             self.surge.record(hits, misses);
         }
@@ -315,6 +329,13 @@ impl TinyLfu {
         {
             self.restart();
         }
+    }
+
+    /// Whether a restart now would come within [`RESTART_SPACING`] of the last one, for a
+    /// policy tracking `len` entries.
+    fn restart_too_soon(&self, len: u64) -> bool {
+        self.restarted_at
+            .is_some_and(|at| self.misses - at < len / RESTART_SPACING)
     }
 
     /// After a sharp fall of the hit rate (a new workload): ages the old popularity now
@@ -328,7 +349,19 @@ impl TinyLfu {
     /// surges ([`surge`]); a surge comes after the bias rose from at least -1 by an eighth of
     /// a count, so its credit is at least 0 and it always forgets. The climber forgets its
     /// climb's best rate too: the new workload's rates are not comparable.
+    ///
+    /// A restart within [`RESTART_SPACING`] of the last one waits until that much has
+    /// passed (counted by [`TinyLfu::count_miss`]): a surge and the climber usually both
+    /// see a change of working set, and the second forgetting helps when it comes a few
+    /// thousand requests into the new set, not when it lands on the first one's heels.
     fn restart(&mut self) {
+        let len = self.len() as u64;
+        if self.restart_too_soon(len) {
+            self.restart_deferred = true;
+            return;
+        }
+        self.restart_deferred = false;
+        self.restarted_at = Some(self.misses);
         self.climber.forget_best();
         if self.regret.credit() < 0 {
             self.sketch.halve();
@@ -541,6 +574,12 @@ impl TinyLfu {
         best
     }
 
+    /// Adds an access to `id`'s pending count (saturating), with exclusive access.
+    fn bump_pending(&mut self, id: EntryId) {
+        let p = self.pending[id as usize].get_mut();
+        *p = (*p + 1).min(MAX_PENDING);
+    }
+
     /// Notes `weight` for [`Self::weights_vary`].
     fn note_weight(&mut self, weight: u64) {
         match self.first_weight {
@@ -660,12 +699,13 @@ impl EvictionPolicy for TinyLfu {
     }
 
     fn touch(&mut self, id: EntryId) {
-        let p = self.pending[id as usize].get_mut();
-        *p = (*p + 1).min(MAX_PENDING);
+        self.hits.add_one_mut();
+        self.bump_pending(id);
     }
 
     #[inline]
     fn touch_shared(&self, id: EntryId) -> bool {
+        self.hits.add_one();
         let p = &self.pending[id as usize];
         // Load first: a saturated count is not written.
         let v = p.load(Ordering::Relaxed);
@@ -686,7 +726,9 @@ impl EvictionPolicy for TinyLfu {
         self.total = self.total - m.weight + weight;
         m.weight = weight;
         self.note_weight(weight);
-        self.touch(id);
+        // An access for the sketch, but no hit of a lookup: the climber's rate is the
+        // lookups' (and the replacing put stays off the count's cache line).
+        self.bump_pending(id);
     }
 
     fn remove(&mut self, id: EntryId) {

@@ -34,8 +34,14 @@
 //! walking on them.
 //!
 //! Admission regret hints at recency ([`Recency`]): where it pays, the climb points to a
-//! larger window; where it only may (a lean), a climber resting at the smallest window takes
-//! a step up and hill climbing decides from there.
+//! larger window, unless the climb's own samples refute it by a clear fall, and once the hint
+//! ends the climb heads back down; where it only may (a lean), a climber resting at the
+//! smallest window takes a step up and hill climbing decides from there.
+//!
+//! The hit rates are exact: the policy counts every hit, including those of entries whose
+//! pending count has saturated. (It used to count the pending counts, which saturate at 15:
+//! the hot entries' hits went uncounted, more of them the fewer entries passed a queue's
+//! front, so the measured rate moved with the share itself and the climb followed that.)
 
 use super::regret::Recency;
 
@@ -114,6 +120,12 @@ const _: () = assert!(FALLEN_PARTS as u64 * MIN_PART <= MIN_SAMPLE);
 /// end a sample early as a change of workload.
 const FALLEN_PARTS: u32 = 2;
 
+/// A climb up under the hint that recency pays, standing below its best by this many times
+/// the band a fall must leave to reverse it, refutes the hint ([`Climber::pays`]). At 1 a
+/// refuted hint and a reversal are the same fall; 2 and 3 measured alike
+/// (docs/memory-tier.md).
+const REFUTE_OVER_BAND: f64 = 2.0;
+
 /// The most samples a climb back after a restart is followed for.
 const MAX_HELD: usize = 8;
 
@@ -159,6 +171,10 @@ pub(super) struct Climber {
     last_error: f64,
     /// The best hit rate since the climb last turned (or restarted, or rested).
     run_best: Option<f64>,
+    /// Whether the last adjustment followed the hint that recency pays ([`Climber::pays`]).
+    paid: bool,
+    /// Whether the current hint was refuted by the climb's own fall ([`Climber::pays`]).
+    pays_refuted: bool,
 }
 
 /// A sample watched in parts ([`part_of`]).
@@ -230,6 +246,8 @@ impl Default for Climber {
             lifted: false,
             last_error: 0.0,
             run_best: None,
+            paid: false,
+            pays_refuted: false,
         }
     }
 }
@@ -427,9 +445,10 @@ impl Climber {
         // A fall reverses the direction only if the last step moved the share (at a bound
         // the share stands still, so its hit rate moves only by noise; reversing on noise
         // there would walk the share away from the bound) and the fall stands out from the
-        // usual swing. A restart's fall is no exception: at a bound (most restarts find the
-        // share at the small end, which the new workload usually wants as well) turning
-        // round threw a well-placed share away with a full step.
+        // usual swing. Nor a restart's fall: it is the new workload's doing, not the step's
+        // (turned round, a climb that had just closed the window from 1% opened it again on
+        // the fall of a change of working set, and the hint below took it on up: phase
+        // cycle with Zipf 0.8 at 5,000 entries 1.011 -> 0.987 of the best peer's hits).
         // Nor does a fall within the error the two samples' parts show.
         let change_error = error.hypot(last_error);
         let error_band = REVERSE_OVER_ERROR * change_error;
@@ -441,10 +460,18 @@ impl Climber {
         // from 63% to 58%).
         let best = self.run_best.map_or(previous, |b| b.max(previous));
         let direction = self.step.is_sign_positive();
-        if (change < -reverse_at || rate < best - reverse_at) && self.moved {
+        if (change < -reverse_at || rate < best - reverse_at) && self.moved && !restart {
             self.step = -self.step;
         }
-        let pays = recency == Recency::Pays;
+        let pays = self.pays(recency, restart, direction, best - rate, reverse_at);
+        if std::mem::replace(&mut self.paid, pays) && !pays && self.share > MIN_SHARE {
+            // The hint that drove the climb up has ended (or been refuted): the share it
+            // reached is no finding of the climb's, so the climb heads back down and the
+            // samples decide from there. Left climbing, it walked on up on falls within the
+            // band (phase cycles at 20,000 entries over 2,000,000 requests: up to 0.04 of
+            // the best peer's hits; docs/memory-tier.md).
+            self.step = -self.step.abs();
+        }
         // A lean does not lift on a restart: at a bound a restart keeps its place (above).
         let leans = recency == Recency::Leans && !restart;
         if (pays || leans) && !self.moved && self.share <= MIN_SHARE && self.step < MIN_STEP {
@@ -476,7 +503,8 @@ impl Climber {
             // sample did: the learnt bias buys recency too, and with both adapting a fall
             // was as often the bias's doing as the step's, so the share walked near zero
             // (drift at 100 entries, 32 hash seeds: 55,900-72,400 hits, 65,000-72,400 with
-            // this; the best peer 61,400). Loops and Zipf never give the hint.
+            // this; the best peer 61,400). Loops and Zipf never give the hint; a climb that
+            // the hint leads downhill refutes it ([`Climber::pays`]).
             self.step = self.step.abs();
         }
         // A new climb (turned by any rule, restarted, or set off from rest) starts from this
@@ -485,6 +513,30 @@ impl Climber {
         self.run_best = same_climb.then_some(best.max(rate));
         self.move_share();
         restart
+    }
+
+    /// Whether the climb follows admission regret's hint that recency pays: `recency` says
+    /// so, and the hint is not refuted. A climb up under the hint that stands below its best
+    /// rate (by `below_best`) by [`REFUTE_OVER_BAND`] times the reversal band `reverse_at`
+    /// refutes it until the hint lapses or the climb restarts: the regret's bias also rises
+    /// where large entries are refused at the door and come back (sized Zipf over 1,000,000
+    /// requests at 1,000 entries: the hint held for most of the run and walked the window
+    /// to 80% while the hit rate fell from 71% to 63%).
+    fn pays(
+        &mut self,
+        recency: Recency,
+        restart: bool,
+        climbing_up: bool,
+        below_best: f64,
+        reverse_at: f64,
+    ) -> bool {
+        let hinted = recency == Recency::Pays;
+        if !hinted || restart {
+            self.pays_refuted = false;
+        } else if self.moved && climbing_up && below_best > REFUTE_OVER_BAND * reverse_at {
+            self.pays_refuted = true;
+        }
+        hinted && !self.pays_refuted
     }
 
     /// The policy restarted on a surge: a new workload, whose rates the old climb's best
@@ -511,6 +563,12 @@ impl Climber {
             self.fraction = fraction_of(self.share);
         }
         self.moved = self.share != before;
+    }
+
+    /// The hit rate of the last whole sample (tests).
+    #[cfg(test)]
+    pub(super) fn last_rate(&self) -> Option<f64> {
+        self.previous_rate
     }
 
     /// A climber whose window share is `share` (tests of the rules that read it).
