@@ -115,6 +115,11 @@ impl StripedCount {
         *c = c.wrapping_add(1);
     }
 
+    /// Heap bytes held (the stripes).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.stripes)
+    }
+
     /// The count (wrapping), with exclusive access: every add before it is counted.
     pub(crate) fn sum_mut(&mut self) -> u64 {
         self.stripes

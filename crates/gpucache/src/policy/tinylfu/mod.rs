@@ -67,7 +67,8 @@ use sketch::Sketch;
 use surge::Surge;
 
 /// Pending hits saturate here: a hot entry stops writing its count (its cache line stays
-/// clean across cores), and the sketch saturates at the same value anyway.
+/// clean across cores; the count of hits for the climber is striped by thread instead), and
+/// the sketch saturates at the same value anyway.
 const MAX_PENDING: u8 = 15;
 /// Protected's share of the main space, in percent, while recency does not pay.
 const PROTECTED_PERCENT: u64 = 80;
@@ -181,7 +182,7 @@ pub struct TinyLfu {
     full: bool,
     /// Hit accounting for the climber and the surge watch: every hit recorded, the count
     /// at the last probe, and the misses since.
-    hits: StripedCount,
+    hits: Option<StripedCount>,
     hits_at_probe: u64,
     /// Misses since the policy was made, the count at the last restart (none yet: `None`),
     /// and whether a restart waits for [`RESTART_SPACING`] to pass ([`TinyLfu::restart`]).
@@ -220,8 +221,7 @@ impl TinyLfu {
         self.meta[id as usize].stale = true;
     }
 
-    /// Takes `id`'s pending hits into the sketch and the climber's count; returns whether it
-    /// had any.
+    /// Takes `id`'s pending hits into the sketch; returns whether it had any.
     fn fold(&mut self, id: EntryId) -> bool {
         let hits = std::mem::take(self.pending[id as usize].get_mut());
         if hits == 0 {
@@ -308,13 +308,13 @@ impl TinyLfu {
     fn count_miss(&mut self, len: u64) {
         self.misses_since_probe += 1;
         self.misses += 1;
-        if self.restart_deferred && !self.restart_too_soon(len) {
+        if self.restart_deferred && !self.restart_too_soon(self.len() as u64) {
             self.restart();
         }
         if self.misses_since_probe < (len / 8).max(16) {
             return;
         }
-        let counted = self.hits.sum_mut();
+        let counted = self.hits.as_mut().map_or(0, StripedCount::sum_mut);
         let hits = counted.wrapping_sub(self.hits_at_probe);
         self.hits_at_probe = counted;
         let misses = std::mem::take(&mut self.misses_since_probe);
@@ -347,8 +347,10 @@ impl TinyLfu {
     /// keys win their contests back within a few thousand requests, and the new set's no
     /// longer wait for stale counts to halve away. Called by the climber's restarts and by
     /// surges ([`surge`]); a surge comes after the bias rose from at least -1 by an eighth of
-    /// a count, so its credit is at least 0 and it always forgets. The climber forgets its
-    /// climb's best rate too: the new workload's rates are not comparable.
+    /// a count, so its credit is at least 0 and it forgets (unless its restart waits, below:
+    /// the surge resets the bias at once, and the restart that comes later takes the credit
+    /// it finds then). The climber forgets its climb's best rate too: the new workload's
+    /// rates are not comparable.
     ///
     /// A restart within [`RESTART_SPACING`] of the last one waits until that much has
     /// passed (counted by [`TinyLfu::count_miss`]): a surge and the climber usually both
@@ -602,6 +604,7 @@ impl TinyLfu {
             + self.links.heap_bytes()
             + self.sketch.words() * std::mem::size_of::<u64>()
             + self.regret.heap_bytes()
+            + self.hits.as_ref().map_or(0, StripedCount::heap_bytes)
     }
 
     /// Checks the invariants in the module documentation and the sketch's and climber's
@@ -652,6 +655,9 @@ impl EvictionPolicy for TinyLfu {
             0,
             "free ids have no pending hits"
         );
+        // The count of hits is made with the first entry: an owner builds a policy per shard,
+        // and shards never used need none.
+        self.hits.get_or_insert_with(StripedCount::default);
         self.meta[slot] = Meta {
             key_hash,
             weight,
@@ -699,13 +705,17 @@ impl EvictionPolicy for TinyLfu {
     }
 
     fn touch(&mut self, id: EntryId) {
-        self.hits.add_one_mut();
+        if let Some(hits) = &mut self.hits {
+            hits.add_one_mut();
+        }
         self.bump_pending(id);
     }
 
     #[inline]
     fn touch_shared(&self, id: EntryId) -> bool {
-        self.hits.add_one();
+        if let Some(hits) = &self.hits {
+            hits.add_one();
+        }
         let p = &self.pending[id as usize];
         // Load first: a saturated count is not written.
         let v = p.load(Ordering::Relaxed);

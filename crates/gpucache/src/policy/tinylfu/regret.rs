@@ -68,7 +68,8 @@ const SHARE_WEIGHT: f32 = 1.0 / 4096.0;
 /// loop-2x at 5,000 entries lost 0.01 of the best peer's hits (`phase_eval`'s mean 0.0014).
 const SLACK: f32 = 1.0 / 32.0;
 /// From this bias on, recency pays: the window's climber climbs (off the smallest window,
-/// and a fall does not turn it down) rather than hill-climbing both ways (the drifting
+/// and a fall does not turn it down unless it is clear enough to refute the hint:
+/// `Climber::pays`) rather than hill-climbing both ways (the drifting
 /// traces' best window is large; loops and Zipf, which want the smallest, keep a bias near
 /// or below zero).
 const RECENCY_BIAS: f32 = 2.0;

@@ -14,9 +14,11 @@
 //! One surge per fall: the watch is armed again only once the hit rate is back above the
 //! fall's line, so the recovery after a surge, whose rate is still low and whose new keys
 //! still return, does not restart the policy again and again. (The climber may still see
-//! the same fall in its parts a few thousand requests later and restart once more: that
-//! second forgetting helps; suppressing it lost up to 0.017 of the best peer's hits on
-//! phase changes at 2,000-5,000 entries.)
+//! the same fall in its parts and restart once more: that second forgetting helps when it
+//! comes a few thousand requests into the new set, and suppressing it lost up to 0.017 of
+//! the best peer's hits on phase changes at 2,000-5,000 entries; with the hit rates counted
+//! exactly the climber sees the fall sooner, so the policy spaces its restarts by half its
+//! entries' worth of misses: `TinyLfu::restart`.)
 //!
 //! The averages are fed by the policy's probes (every `len / 8` misses): from about 20,000
 //! entries in a shard a probe spans the short window and the short average is the last

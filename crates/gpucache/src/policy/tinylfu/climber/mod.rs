@@ -4,8 +4,8 @@
 //! Requests are counted in samples. At the end of each sample the window's share moves by a
 //! step; the direction is kept while the hit rate does not fall and reversed when it falls by
 //! more than a fraction of its usual swing, and the step shrinks each sample so the share
-//! settles. A large change of hit rate (a new workload) restarts with a full step (turning
-//! round, like any fall, only if the last step moved the share).
+//! settles. A large change of hit rate (a new workload) restarts with a full step in the
+//! same direction (its fall is the workload's doing, not the step's).
 //! Recency-heavy workloads climb to a large window (nearly LRU), frequency-heavy ones, loops
 //! and scans to a small one (nearly LFU).
 //!
@@ -38,10 +38,11 @@
 //! ends the climb heads back down; where it only may (a lean), a climber resting at the
 //! smallest window takes a step up and hill climbing decides from there.
 //!
-//! The hit rates are exact: the policy counts every hit, including those of entries whose
-//! pending count has saturated. (It used to count the pending counts, which saturate at 15:
-//! the hot entries' hits went uncounted, more of them the fewer entries passed a queue's
-//! front, so the measured rate moved with the share itself and the climb followed that.)
+//! The hit rates count every hit, those of entries whose pending count has saturated too
+//! (but for the few that threads sharing a stripe of the policy's count may overwrite). They
+//! used to be summed from the pending counts, which saturate at 15: the hot entries' hits
+//! went uncounted, more of them the fewer entries passed a queue's front, so the measured
+//! rate moved with the share itself and the climb followed that.
 
 use super::regret::Recency;
 
@@ -293,9 +294,11 @@ impl Climber {
     /// adjusts the share. Returns whether the hit rate just fell by [`RESTART`] or more (the
     /// workload changed).
     /// `recency` (admission regret's hint, [`super::regret`]): where it pays, the climb
-    /// points to a larger window (off the smallest one too); where it may, a climber resting
-    /// at the smallest window tries a larger one; unless it pays, a climber resting at the
-    /// largest window tries a smaller one.
+    /// points to a larger window (off the smallest one too) unless the climb's own fall has
+    /// refuted the hint ([`Climber::pays`]), and once it no longer pays (or is refuted) the
+    /// climb turns down; where it may, a climber resting at the smallest window tries a
+    /// larger one; unless it pays, a climber resting at the largest window tries a smaller
+    /// one.
     pub(super) fn record(&mut self, hits: u64, misses: u64, sample: u64, recency: Recency) -> bool {
         self.hits += hits;
         self.misses += misses;
@@ -404,7 +407,7 @@ impl Climber {
         let restart = change <= -restart_at && !lifted;
         // A change of workload within the sample spreads its parts by the change itself, no
         // swing of the rate: a restart's or an early end's sample carries no error (with
-        // one, a restart that moved the share would not turn round, nor the sample after).
+        // one, the sample after would not turn round on a fall of its own).
         let error = if restart || ended_early { 0.0 } else { error };
         let last_error = std::mem::replace(&mut self.last_error, error);
         let mut before = previous;
@@ -469,8 +472,13 @@ impl Climber {
             // reached is no finding of the climb's, so the climb heads back down and the
             // samples decide from there. Left climbing, it walked on up on falls within the
             // band (phase cycles at 20,000 entries over 2,000,000 requests: up to 0.04 of
-            // the best peer's hits; docs/memory-tier.md).
-            self.step = -self.step.abs();
+            // the best peer's hits; docs/memory-tier.md). From the largest window, a full step
+            // (as a climber resting there without the hint takes).
+            self.step = if self.share >= MAX_SHARE {
+                -STEP
+            } else {
+                -self.step.abs()
+            };
         }
         // A lean does not lift on a restart: at a bound a restart keeps its place (above).
         let leans = recency == Recency::Leans && !restart;
@@ -509,7 +517,11 @@ impl Climber {
         }
         // A new climb (turned by any rule, restarted, or set off from rest) starts from this
         // sample.
-        let same_climb = self.step.is_sign_positive() == direction && !restart && self.moved;
+        // So does one the hint holds at the largest window (its share stands still there), so
+        // that its fall from its best can still refute the hint.
+        let held_up = pays && self.share >= MAX_SHARE && self.step > 0.0;
+        let same_climb =
+            self.step.is_sign_positive() == direction && !restart && (self.moved || held_up);
         self.run_best = same_climb.then_some(best.max(rate));
         self.move_share();
         restart
@@ -533,7 +545,10 @@ impl Climber {
         let hinted = recency == Recency::Pays;
         if !hinted || restart {
             self.pays_refuted = false;
-        } else if self.moved && climbing_up && below_best > REFUTE_OVER_BAND * reverse_at {
+        } else if (self.moved || self.share >= MAX_SHARE)
+            && climbing_up
+            && below_best > REFUTE_OVER_BAND * reverse_at
+        {
             self.pays_refuted = true;
         }
         hinted && !self.pays_refuted
@@ -543,6 +558,7 @@ impl Climber {
     /// says nothing about.
     pub(super) fn forget_best(&mut self) {
         self.run_best = None;
+        self.pays_refuted = false;
     }
 
     /// Moves the average of the sample-to-sample changes towards `change` (its size).

@@ -64,9 +64,32 @@ fn the_hint_holds_the_climb_up_where_the_rate_does_not_fall_clearly() {
     climb(&mut c, 20, |_| 0.5);
     climb_hinted(&mut c, 40, Recency::Pays, |s| 0.5 + 0.01 * s);
     assert_eq!(c.share(), MAX_SHARE);
-    assert!(!c.pays_refuted);
-    climb_hinted(&mut c, 40, Recency::Pays, |_| 0.5);
+    climb_hinted(&mut c, 40, Recency::Pays, |s| 0.5 + 0.01 * s);
     assert_eq!(c.share(), MAX_SHARE);
+    assert!(!c.pays_refuted);
+}
+
+#[test]
+fn a_clear_fall_at_the_largest_window_refutes_the_hint() {
+    // The hint held the share at the largest window; then the rate there slides, a third of
+    // a point a sample (no restart). The share stands still at the bound, yet the fall from
+    // the climb's best refutes the hint there too, and the climb comes down. (Counted only
+    // while the share moved, the hint held it at the bound for as long as it lasted.)
+    let mut c = Climber::default();
+    climb(&mut c, 20, |_| 0.5);
+    climb_hinted(&mut c, 40, Recency::Pays, |s| 0.5 + 0.01 * s);
+    assert_eq!(c.share(), MAX_SHARE);
+    let (mut slide, mut lowest, mut restarts) = (0.0, MAX_SHARE, 0);
+    for _ in 0..20 {
+        restarts += climb_hinted(&mut c, 1, Recency::Pays, |s| {
+            slide += 0.003;
+            0.5 + 0.01 * s - slide
+        });
+        lowest = lowest.min(c.share());
+    }
+    assert_eq!(restarts, 0);
+    assert!(c.pays_refuted);
+    assert!(lowest < MAX_SHARE - 0.05, "{lowest}");
 }
 
 #[test]
