@@ -84,7 +84,7 @@ const MIN_PROTECTED_PERCENT: u64 = 20;
 /// (0.981 of the best peer's hits rather than 0.996) and more at 300 (0.983 rather than
 /// 0.976), and the phase change at 3,000 entries lost 0.007 (docs/memory-tier.md).
 const PROTECTED_PERCENT_IF_STALE_DIE: u64 = 10;
-/// A restart comes at least one `len / RESTART_SPACING` misses after the last one (`len`
+/// A restart comes at least `len / RESTART_SPACING` misses after the last one (`len`
 /// the entries tracked), or waits until then ([`TinyLfu::restart`]). With the hit rate
 /// counted exactly the climber sees a change of working set within a part of its sample,
 /// a few hundred misses after the surge has restarted the policy, and the second forgetting
@@ -318,7 +318,6 @@ impl TinyLfu {
         let hits = counted.wrapping_sub(self.hits_at_probe);
         self.hits_at_probe = counted;
         let misses = std::mem::take(&mut self.misses_since_probe);
-
         if self.full {
             self.surge.record(hits, misses);
         }
