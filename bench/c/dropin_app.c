@@ -8,7 +8,8 @@
  * --threads T     T threads, each with its own context on the display, split the programs.
  * --displays 2    also a second display (the device platform), its own context and programs.
  * --reinit        eglTerminate, then initialise the display again and draw everything again.
- * --fork          fork after the first context; the child exits at once, the parent goes on.
+ * --fork          fork once the displays are terminated; the child exits at once (running its
+ *                 exit handlers), the parent goes on.
  * --own-cache W   install the application's own blob cache (an in-memory table, as Chromium
  *                 does), W = before (right after eglInitialize) or after (after the context);
  *                 prints how often its callbacks were called.
@@ -359,6 +360,30 @@ static void *thread_main(void *arg) {
 
 static double create_ms;
 
+/* Forks a child that exits at once, running the exit handlers (the drop-in's among them:
+ * in a forked child it must not persist the cache, whose locks may be held by threads that
+ * did not survive the fork). After the displays are terminated: Mesa's own exit handler
+ * broadcasts on its worker queues' condition variables, and glibc's condition variables
+ * are not fork-safe while the parent's threads wait on them (the child blocked in that
+ * broadcast forever, 1 run in 3 on a loaded 2-core machine, whatever the wait before the
+ * fork). With the screens destroyed there are no queues left to wake. */
+static void fork_and_exit_child(void) {
+    eglReleaseThread();
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork");
+    if (pid == 0) {
+        /* Should an exit handler hang all the same, the alarm kills the child and the
+         * parent fails below, rather than the test waiting forever. */
+        alarm(30);
+        exit(0); /* runs the atexit handlers in the child */
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        die("the forked child failed");
+}
+
 /* One round on one display: a context, the programs (split over threads), teardown of the
  * contexts. `base` offsets the program numbers (the second display draws other programs). */
 static void round_on(EGLDisplay dpy, EGLConfig config, int base, int first_round) {
@@ -378,26 +403,6 @@ static void round_on(EGLDisplay dpy, EGLConfig config, int base, int first_round
         set_funcs(dpy, own_set, own_get);
         if (eglGetError() != EGL_BAD_PARAMETER)
             die("a second eglSetBlobCacheFuncsANDROID was not refused");
-    }
-    if (do_fork && first_round && base == 0) {
-        /* Let Mesa's threads settle first: a glibc condition variable is not fork-safe
-         * while a woken waiter is still leaving it, and Mesa's exit handler in the child
-         * then blocks in the broadcast forever (seen once in `scripts/test`: the child
-         * hung in libgallium's exit handler). */
-        usleep(100 * 1000);
-        pid_t pid = fork();
-        if (pid < 0)
-            die("fork");
-        if (pid == 0) {
-            /* Should an exit handler hang all the same, the alarm kills the child and the
-             * parent fails below, rather than the test waiting forever. */
-            alarm(30);
-            exit(0); /* runs the atexit handlers in the child */
-        }
-        int status = 0;
-        waitpid(pid, &status, 0);
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-            die("the forked child failed");
     }
     if (threads <= 1) {
         draw_programs(base, base + programs);
@@ -484,6 +489,8 @@ int main(int argc, char **argv) {
     printf("env_mesa_shader_cache_dir %s\n", mesa_dir && *mesa_dir ? mesa_dir : "-");
     for (int d = 0; d < displays; d++)
         eglTerminate(dpys[d]);
+    if (do_fork)
+        fork_and_exit_child();
     printf("create_ms %.1f compile_draw_ms %.1f total_ms %.1f\n", create_ms, t2 - t1, now_ms() - start);
     return 0;
 }
