@@ -365,10 +365,13 @@ static double create_ms;
  * did not survive the fork). After the displays are terminated: Mesa's own exit handler
  * broadcasts on its worker queues' condition variables, and glibc's condition variables
  * are not fork-safe while the parent's threads wait on them (the child blocked in that
- * broadcast forever, 1 run in 3 on a loaded 2-core machine, whatever the wait before the
- * fork). With the screens destroyed there are no queues left to wake. */
+ * broadcast forever, in 4 to 5 runs of 10 on a loaded 2-core machine, whatever the wait
+ * before the fork). With the screens destroyed there are no queues left to wake. */
 static void fork_and_exit_child(void) {
     eglReleaseThread();
+    /* The child's exit flushes the stdio buffers it inherits: empty them first, or the
+     * lines printed so far reach the pipe twice. */
+    fflush(NULL);
     pid_t pid = fork();
     if (pid < 0)
         die("fork");
