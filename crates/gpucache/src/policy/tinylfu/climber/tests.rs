@@ -56,14 +56,21 @@ fn the_recency_hint_lifts_a_climber_resting_at_the_smallest_window() {
     assert!(rested.pays_refuted);
 }
 
-#[test]
-fn the_hint_holds_the_climb_up_where_the_rate_does_not_fall_clearly() {
-    // Recency pays and a larger window is a little better or no worse: the hint takes the
-    // share to the largest window, and nothing refutes it.
+/// A climber the hint took from rest to the largest window, where the rate is a little
+/// higher (a point more at the top than at the bottom).
+fn hinted_to_the_top() -> Climber {
     let mut c = Climber::default();
     climb(&mut c, 20, |_| 0.5);
     climb_hinted(&mut c, 40, Recency::Pays, |s| 0.5 + 0.01 * s);
     assert_eq!(c.share(), MAX_SHARE);
+    c
+}
+
+#[test]
+fn the_hint_holds_the_climb_up_where_the_rate_does_not_fall_clearly() {
+    // Recency pays and a larger window is a little better or no worse: the hint takes the
+    // share to the largest window, and nothing refutes it.
+    let mut c = hinted_to_the_top();
     climb_hinted(&mut c, 40, Recency::Pays, |s| 0.5 + 0.01 * s);
     assert_eq!(c.share(), MAX_SHARE);
     assert!(!c.pays_refuted);
@@ -75,10 +82,7 @@ fn a_clear_fall_at_the_largest_window_refutes_the_hint() {
     // a point a sample (no restart). The share stands still at the bound, yet the fall from
     // the climb's best refutes the hint there too, and the climb comes down. (Counted only
     // while the share moved, the hint held it at the bound for as long as it lasted.)
-    let mut c = Climber::default();
-    climb(&mut c, 20, |_| 0.5);
-    climb_hinted(&mut c, 40, Recency::Pays, |s| 0.5 + 0.01 * s);
-    assert_eq!(c.share(), MAX_SHARE);
+    let mut c = hinted_to_the_top();
     let (mut slide, mut lowest, mut restarts) = (0.0, MAX_SHARE, 0);
     for _ in 0..20 {
         restarts += climb_hinted(&mut c, 1, Recency::Pays, |s| {
