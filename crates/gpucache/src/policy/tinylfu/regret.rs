@@ -61,8 +61,9 @@ const STEP: f32 = 1.0 / 32.0;
 /// 2,000,000 requests, 1.020 with this). 1,000 slowed phase cycles at 2,000 entries (up to
 /// -0.044 of the best peer), 3,000 gained less over long traces (docs/memory-tier.md).
 const STEP_KEYS: u64 = 2_000;
-/// Weight of each contest in the moving share of displacements among the losers.
-const SHARE_WEIGHT: f32 = 1.0 / 4096.0;
+/// The moving share of displacements among the losers weighs each contest one in this many
+/// (the first ones, the mean of those so far).
+const SHARE_CONTESTS: u32 = 4096;
 /// How far the bias must pass a whole count before the contest takes it. Without the slack
 /// a bias hovering at zero (loops) let candidates win ties on every small step up, and
 /// loop-2x at 5,000 entries lost 0.01 of the best peer's hits (`phase_eval`'s mean 0.0014).
@@ -157,6 +158,8 @@ pub(super) struct Regret {
     credit: i8,
     /// Moving share of displacements among the contests' losers.
     displaced_share: f32,
+    /// Contests noted, up to [`SHARE_CONTESTS`].
+    contests: u32,
     /// Slow moving average of `bias` ([`Regret::observe`]). Invariant: within the bias's
     /// bounds.
     settled_bias: f32,
@@ -243,8 +246,14 @@ impl Regret {
         }
         self.seq = self.seq.wrapping_add(1);
         let displaced = kind != Loser::Rejected;
-        self.displaced_share +=
-            SHARE_WEIGHT * (f32::from(u8::from(displaced)) - self.displaced_share);
+        // The mean of the contests so far until there are SHARE_CONTESTS of them, a moving
+        // average from then on: started from zero, a cold cache's share took thousands of
+        // contests to come up, its rejected keys' returns moved the bias by next to nothing
+        // while its displaced keys' moved it by whole steps, and the bias fell (to about
+        // -0.5 in a drift at 300 entries, 0.973 of the best peer's hits; 0.995 with this).
+        self.contests = (self.contests + 1).min(SHARE_CONTESTS);
+        let weight = 1.0 / self.contests as f32;
+        self.displaced_share += weight * (f32::from(u8::from(displaced)) - self.displaced_share);
         let i = self.index(key_hash);
         let kind_bits = match kind {
             Loser::Rejected => 0,
@@ -270,7 +279,15 @@ impl Regret {
     /// `key_hash` was requested and missed: if it lost a contest within the last `horizon`
     /// contests, move the bias (up for a rejected key, down for a displaced one). The
     /// horizon is the tracked keys' count, which also scales the step ([`STEP_KEYS`]).
-    pub(super) fn returned(&mut self, key_hash: u64, horizon: u64) {
+    /// A rejected key's step is also times `rejected_worth` (at most 1): the mean entry's
+    /// weight over its own, as the owner reckons it. Admitted, a key of four times the mean
+    /// weight would have pushed out about four entries for its one hit, so its return
+    /// argues a quarter as much for a lower bar. Counted whole, large program binaries
+    /// refused at the door held the bias up on sized traces, and the bar let in large
+    /// entries at the cost of hits (sized Zipf at 50 entries: 0.963 of moka's hits, 1.017
+    /// with this; docs/memory-tier.md). A displaced key's return counts whole, whatever it
+    /// weighs: the bar that let its displacer in was too low.
+    pub(super) fn returned(&mut self, key_hash: u64, horizon: u64, rejected_worth: f32) {
         if self.table.is_empty() {
             return;
         }
@@ -295,7 +312,7 @@ impl Regret {
         // Weighted by the other kind's share: at rest, returns per loser are equal.
         let step = step_for(horizon);
         self.bias = if word & DISPLACED == 0 {
-            (self.bias + step * self.displaced_share).min(MAX_BIAS)
+            (self.bias + step * rejected_worth * self.displaced_share).min(MAX_BIAS)
         } else {
             (self.bias - step * (1.0 - self.displaced_share)).max(MIN_BIAS)
         };
@@ -468,7 +485,7 @@ mod tests {
             r.note(hash(round * 10 + 9), Loser::Displaced);
             // The rejected keys come back; the displaced one does not.
             for i in 0..9 {
-                r.returned(hash(round * 10 + i), 1000);
+                r.returned(hash(round * 10 + i), 1000, 1.0);
             }
             r.validate();
         }
@@ -476,11 +493,75 @@ mod tests {
         assert_eq!(r.credit(), 8);
         for round in 0..4000u64 {
             r.note(hash(1 << 40 | round), Loser::Displaced);
-            r.returned(hash(1 << 40 | round), 1000);
+            r.returned(hash(1 << 40 | round), 1000, 1.0);
             r.validate();
         }
         assert_eq!(r.bias, MIN_BIAS);
         assert_eq!(r.credit(), -1);
+    }
+
+    #[test]
+    fn a_cold_regret_weighs_its_first_returns_by_the_share_so_far() {
+        // Half the first ten losers displaced: the share is already a half, so a rejected
+        // key's return raises the bias by half a step, as a displaced key's lowers it (from
+        // a share starting at zero, the first would barely move it and the second by a
+        // whole step: a cold cache's bias fell).
+        let mut r = sized(1000);
+        for i in 0..10 {
+            let kind = if i % 2 == 0 {
+                Loser::Rejected
+            } else {
+                Loser::Displaced
+            };
+            r.note(hash(i), kind);
+        }
+        assert!(
+            (r.displaced_share - 0.5).abs() < 1e-6,
+            "{}",
+            r.displaced_share
+        );
+        r.returned(hash(0), 1000, 1.0);
+        assert!((r.bias - STEP / 2.0).abs() < 1e-6, "bias {}", r.bias);
+        r.returned(hash(1), 1000, 1.0);
+        assert!(r.bias.abs() < 1e-6, "bias {}", r.bias);
+        // Past the first SHARE_CONTESTS contests the share moves by one in that many.
+        for i in 10..u64::from(2 * SHARE_CONTESTS) {
+            r.note(hash(i), Loser::Rejected);
+        }
+        let before = r.displaced_share;
+        r.note(hash(1 << 42), Loser::Displaced);
+        let moved = r.displaced_share - before;
+        let expected = (1.0 - before) / SHARE_CONTESTS as f32;
+        assert!(
+            (moved - expected).abs() < 1e-7,
+            "{moved} against {expected}"
+        );
+        r.validate();
+    }
+
+    #[test]
+    fn a_heavy_rejected_keys_return_counts_its_worth() {
+        // A rejected key four times the mean weight: its return raises the bias a quarter
+        // as far as a key of the mean weight's.
+        let raised = |worth| {
+            let mut r = sized(1000);
+            r.note(hash(0), Loser::Displaced);
+            r.note(hash(1), Loser::Rejected);
+            r.returned(hash(1), 1000, worth);
+            r.bias
+        };
+        let (whole, quarter) = (raised(1.0), raised(0.25));
+        assert!(whole > 0.0);
+        assert!(
+            (quarter - whole / 4.0).abs() < 1e-6,
+            "{quarter} against {whole}"
+        );
+        // A displaced key's return lowers it by a whole step whatever it weighs.
+        let mut r = sized(1000);
+        r.note(hash(0), Loser::Rejected);
+        r.note(hash(1), Loser::Displaced);
+        r.returned(hash(1), 1000, 0.25);
+        assert!((r.bias + STEP / 2.0).abs() < 1e-6, "bias {}", r.bias);
     }
 
     /// Notes `windows` windows of contests in which every tenth loser is displaced,
@@ -498,7 +579,7 @@ mod tests {
             r.note(hash(i), kind);
             let n = i / 20;
             if (n + 1) * back / 100 > n * back / 100 {
-                r.returned(hash(i), 1000);
+                r.returned(hash(i), 1000, 1.0);
             }
             r.validate();
         }
@@ -546,7 +627,7 @@ mod tests {
                 Loser::Displaced
             };
             r.note(hash(1 << 41 | i), kind);
-            r.returned(hash(1 << 41 | i), 1000);
+            r.returned(hash(1 << 41 | i), 1000, 1.0);
         }
         assert!(!r.stale_entries_die());
         r.validate();
@@ -559,9 +640,10 @@ mod tests {
     #[test]
     fn a_larger_cache_moves_the_bias_less_per_return() {
         // Up to STEP_KEYS tracked keys a return moves the bias by the full step (times the
-        // other kind's share, nearly 1 here); at ten times as many, by a tenth of it.
+        // other kind's share, 10 in the 11 contests here); at ten times as many, by a tenth
+        // of it.
         let small = -moved_after(4096, 10, STEP_KEYS);
-        assert!((small / STEP - 1.0).abs() < 0.01, "{small}");
+        assert!((small / (STEP * 10.0 / 11.0) - 1.0).abs() < 0.01, "{small}");
         let large = -moved_after(4096, 10, 10 * STEP_KEYS);
         assert!(
             (large / small - 0.1).abs() < 1e-4,
@@ -582,7 +664,7 @@ mod tests {
             };
             r.note(hash(round), kind);
             if round >= 40_000 && round % 3 == 0 {
-                r.returned(hash(round), 1000);
+                r.returned(hash(round), 1000, 1.0);
             }
         }
         assert!(r.bias.abs() < 0.5, "bias {}", r.bias);
@@ -598,7 +680,7 @@ mod tests {
             r.note(hash(k), Loser::Rejected);
         }
         let before = r.bias;
-        r.returned(hash(0), horizon);
+        r.returned(hash(0), horizon, 1.0);
         r.validate();
         r.bias - before
     }
@@ -619,13 +701,16 @@ mod tests {
     fn a_loser_counts_once_and_unknown_keys_not_at_all() {
         let mut r = sized(1000);
         r.note(hash(7), Loser::Displaced);
+        // Another contest's loser, rejected: displacements are not all the losers.
+        let rejected = others(&r, 7, 1 << 31, 1)[0];
+        r.note(hash(rejected), Loser::Rejected);
         let stranger = others(&r, 7, 1 << 30, 1)[0];
-        r.returned(hash(stranger), 1000);
+        r.returned(hash(stranger), 1000, 1.0);
         assert_eq!(r.bias, 0.0);
-        r.returned(hash(7), 1000);
+        r.returned(hash(7), 1000, 1.0);
         let after = r.bias;
         assert!(after < 0.0);
-        r.returned(hash(7), 1000);
+        r.returned(hash(7), 1000, 1.0);
         assert_eq!(r.bias, after);
     }
 
@@ -635,14 +720,14 @@ mod tests {
         for k in 0..50 {
             r.note(hash(k), Loser::Rejected);
             r.note(hash(1000 + k), Loser::Displaced);
-            r.returned(hash(1000 + k), 1000);
+            r.returned(hash(1000 + k), 1000, 1.0);
         }
         let bias = r.bias;
         assert!(bias < 0.0);
         r.resize(10_000);
         assert_eq!(r.heap_bytes(), 16_384 * 4);
         for k in 0..50 {
-            r.returned(hash(k), 1000);
+            r.returned(hash(k), 1000, 1.0);
         }
         assert_eq!(r.bias, bias);
         r.validate();
@@ -652,7 +737,7 @@ mod tests {
     fn an_empty_table_ignores_everything() {
         let mut r = Regret::default();
         r.note(hash(1), Loser::Rejected);
-        r.returned(hash(1), 10);
+        r.returned(hash(1), 10, 1.0);
         assert_eq!(r.bias, 0.0);
         assert_eq!(r.credit(), 0);
         assert_eq!(r.heap_bytes(), 0);

@@ -292,6 +292,21 @@ fn heavy_candidate_needs_more_hits_per_byte() {
 }
 
 #[test]
+fn a_rejected_key_counts_the_mean_weight_over_its_own() {
+    // Equal weights: every rejected key counts whole.
+    let mut p = TinyLfu::default();
+    for id in 0..10 {
+        p.insert(id, 1000 + u64::from(id), 10);
+    }
+    assert_eq!(p.rejected_worth(1000), 1.0);
+    // Nine entries of 10 and one of 910: a mean of 100.
+    p.update(9, 910);
+    assert!((p.rejected_worth(400) - 0.25).abs() < 1e-6);
+    // Lighter than the mean: still at most whole.
+    assert_eq!(p.rejected_worth(10), 1.0);
+}
+
+#[test]
 fn a_candidate_heavier_than_all_main_is_refused() {
     // Ten light entries fill the cache, all in probation; a key requested often but heavier
     // than all of main cannot be given the room: refused, whatever its count.
