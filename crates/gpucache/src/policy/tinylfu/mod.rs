@@ -30,9 +30,10 @@
 //! within a few thousand requests instead of waiting for the sketch to age; on Zipf it
 //! stands one count above TinyLFU's. When the bar starts to drop while the hit rate has
 //! fallen, the working set has changed: the policy restarts at once ([`surge`]) rather than
-//! at the end of the climber's sample. While the bar stands low and the window is closed, a
-//! probation entry that went round protected without a hit counts half its estimate
-//! ([`TinyLfu::accesses`]): the favourites of a slowly drifting set die at their most popular.
+//! at the end of the climber's sample. While the window is closed and the bar stands low or
+//! such entries prove dead, a probation entry that went round protected without a hit counts
+//! half its estimate ([`TinyLfu::accesses`]): the favourites of a slowly drifting set die at
+//! their most popular.
 //!
 //! Hits are recorded under a shared lock: a hit only bumps the entry's atomic count of
 //! pending hits (saturating) and the policy's striped count of hits (the climber's and the

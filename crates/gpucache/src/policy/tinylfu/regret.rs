@@ -7,9 +7,11 @@
 //! lenient. Each such return moves an admission *bias* a small step up or down: ARC's
 //! learning from ghost hits, applied to TinyLFU's filter. The steps are weighted by how
 //! common the other kind of loser is (rejections far outnumber displacements), so the bias
-//! settles where a rejected key is as likely to return as a displaced one. Beyond 2,000
-//! tracked keys each step is smaller in proportion, so that the bias moves about as far per
-//! turnover of the cache's contents as in a cache of that size ([`STEP_KEYS`]).
+//! settles where a rejected key is as likely to return as a displaced one; a rejected key
+//! heavier than the mean counts the mean over its weight (admitted, it would have taken the
+//! room of several entries). Beyond 2,000 tracked keys each step is smaller in proportion,
+//! so that the bias moves about as far per turnover of the cache's contents as in a cache
+//! of that size ([`STEP_KEYS`]).
 //!
 //! The bias is continuous; the contest takes the whole counts it has passed
 //! ([`Regret::credit`]), added to the candidate's estimate (estimates are whole counts, so
