@@ -51,6 +51,7 @@
 //! may overwrite its count): the rates built on it tolerate that.
 
 mod climber;
+mod contest;
 mod regret;
 mod sketch;
 mod surge;
@@ -94,37 +95,6 @@ const PROTECTED_PERCENT_IF_STALE_DIE: u64 = 10;
 /// the best peer's hits back-to-back, 1.017 deferred; 1.017 at 1 and 4 too, and 4
 /// measured alike on every trace: docs/memory-tier.md).
 const RESTART_SPACING: u64 = 2;
-/// A candidate must be estimated this many accesses above the victim to displace it (per
-/// byte). Estimates of keys requested equally often differ by one depending on where the
-/// last halving fell between their accesses; without the margin a loop just larger than
-/// the cache would trade resident keys for candidates on that noise, losing a hit each time.
-const ADMIT_MARGIN: u64 = 1;
-/// The most probation entries one candidate is weighed against.
-const MAX_VICTIMS: usize = 16;
-/// How many entries from probation's front [`TinyLfu::heavier_victim`] looks at (the front
-/// included). Bounds the walk per eviction; more found better victims on sized traces
-/// (docs/memory-tier.md) at a walk per eviction too long for large caches.
-const VICTIM_SCAN: usize = 64;
-/// How many entries [`TinyLfu::heavier_victim`] looks at in a probation longer than
-/// [`VICTIM_SKIP_LEN`]. There the walk covers a sliver of probation whatever its length, and
-/// its chain of cache misses was most of a mixed-size evicting put's cost over S3-FIFO's: 8
-/// rather than 64 cut the put from 2.2x to about 1.7x S3-FIFO's, and moved the sized traces
-/// at 1,000-20,000 entries by at most 0.004 of the best peer (docs/memory-tier.md).
-const LONG_VICTIM_SCAN: usize = 8;
-/// Above this many probation entries [`TinyLfu::heavier_victim`] skips its walk when the
-/// front weighs at least probation's average (docs/memory-tier.md: the walk's cost on
-/// large caches halved; on small ones, where the walk covers much of probation and is
-/// cheap, skipping it cost bytes).
-const VICTIM_SKIP_LEN: usize = 1024;
-
-/// Whether an entry weighing `w` and estimated `f` accesses is dominated by one weighing
-/// `wo` and estimated `fo`: it is strictly heavier and requested no more often, so it has
-/// fewer accesses per byte. With equal weights nothing is dominated, which keeps the size
-/// rules that use it ([`TinyLfu::loses_unseen`], [`TinyLfu::heavier_victim`]) out of
-/// unit-weight caches entirely.
-fn dominated(w: u64, f: u64, wo: u64, fo: u64) -> bool {
-    w > wo && f <= fo
-}
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 enum Place {
@@ -194,6 +164,8 @@ pub struct TinyLfu {
     /// The weight of the first entry inserted, and whether any entry since weighed
     /// otherwise: while every weight is equal nothing can be [`dominated`], so the size
     /// rules are skipped (unit-weight caches pay nothing for them).
+    ///
+    /// [`dominated`]: contest::dominated
     first_weight: Option<u64>,
     weights_vary: bool,
 }
@@ -407,195 +379,10 @@ impl TinyLfu {
         self.total -= m.weight;
     }
 
-    /// A resident entry's estimated accesses: its sketch count plus the hits not yet
-    /// folded into it, the count halved for a [`Meta::stale`] entry without pending hits
-    /// while the window is closed and either rejected keys return more than displaced ones
-    /// (a credit of 1 or more: a bias above 1/32 count) or displaced stale entries prove
-    /// dead ([`Regret::stale_entries_die`]).
-    /// Such an entry went round protected without a hit, yet the count it earned while it
-    /// was popular would win its contests until the sketch ages: in a slowly drifting set
-    /// the most popular keys are the next to die, and at a closed window (no recency on the
-    /// way in) they kept the newly popular ones out (drift at 700-1,000 entries). With a
-    /// window open, recency is the window's to give: halving there as well cost the drifts
-    /// at 150-300 entries, whose best windows are wide, up to 0.03 of the best peer's hits
-    /// (docs/memory-tier.md). A drift at 1,000 entries, or a change of working set at
-    /// 20,000, keeps a credit near 0 while its stale entries die: taken on the credit alone
-    /// there, drift-0.9@1000 stood at 0.993 of the best peer's hits and the phase change
-    /// with Zipf 0.8 at 20,000 entries over 2,000,000 requests at 0.982 (0.996 and 1.015
-    /// with the verdict). Loops and Zipf keep a credit of 0 or less and their stale entries
-    /// return, so their contests never see it.
-    fn accesses(&self, id: EntryId) -> u64 {
-        let m = self.meta[id as usize];
-        let pending = u64::from(self.pending[id as usize].load(Ordering::Relaxed));
-        let count = self.sketch.estimate(m.key_hash);
-        let dies = self.regret.credit() >= 1 || self.regret.stale_entries_die();
-        let stale = m.stale && pending == 0 && dies && self.climber.closed();
-        (if stale { count / 2 } else { count }) + pending
-    }
-
-    /// Whether the candidate should displace the victim and, if it weighs more, the
-    /// probation entries behind the victim and then protected's oldest that it would also
-    /// push out (at most [`MAX_VICTIMS`], the rest of its weight counted at their rate; all
-    /// of main weighing less, it is refused): its estimated
-    /// accesses, less [`ADMIT_MARGIN`] and plus the credit that admission regret has learnt
-    /// ([`regret`]: -1 on Zipf, 0 on loops, more after a change of working set), must be
-    /// worth more than all of theirs together. With equal weights every access is worth the
-    /// same; else as [`TinyLfu::worth_scale`] says. Near-ties keep the victims, which are
-    /// already in main, unless the credit says otherwise; that is what keeps a loop's
-    /// resident part stable. With an owner that inserts first (the store), the candidate
-    /// may be the newcomer itself: a newcomer that loses is refused at the door.
-    fn admits(&self, candidate: EntryId, victim: EntryId) -> bool {
-        let c = self.meta[candidate as usize];
-        let fc =
-            self.sketch.estimate(c.key_hash) as i64 + self.regret.credit() - ADMIT_MARGIN as i64;
-        let Ok(fc) = u64::try_from(fc) else {
-            return false;
-        };
-        let worth = self.worth_scale();
-        let beats = |freq: u128| u128::from(fc).saturating_mul(worth(c.weight)) > freq;
-        let (probation, protected) = (
-            &self.queues[Place::Probation as usize],
-            &self.queues[Place::Protected as usize],
-        );
-        // Probation from the victim on, then protected from its oldest: the entries the
-        // evictions after this contest take (see `evict`).
-        let next = |v: EntryId| match self.meta[v as usize].place {
-            Place::Probation => probation.next(&self.links, v).or_else(|| protected.front()),
-            _ => protected.next(&self.links, v),
-        };
-        let (mut weight, mut freq, mut at) = (0u64, 0u128, Some(victim));
-        for _ in 0..MAX_VICTIMS {
-            let Some(v) = at else { break };
-            let vw = self.meta[v as usize].weight;
-            weight += vw;
-            freq = freq.saturating_add(u128::from(self.accesses(v)).saturating_mul(worth(vw)));
-            if weight >= c.weight || !beats(freq) {
-                break;
-            }
-            at = next(v);
-        }
-        if weight < c.weight {
-            if at.is_none() {
-                // All of main weighs less: no room to make.
-                return false;
-            }
-            // The walk stopped at MAX_VICTIMS: the rest of the room it needs, made after the
-            // contest without another one, is taken as worth as much per unit of weight as
-            // the entries walked.
-            freq = freq.saturating_mul(u128::from(c.weight)) / u128::from(weight.max(1));
-        }
-        beats(freq)
-    }
-
-    /// What an access to an entry weighing `w` is worth in a contest, up to a common factor:
-    /// 1 while every weight is equal; else the mean entry's weight plus `w` (both times the
-    /// entry count, to stay in integers). Weighing each access by the mean plus the entry's
-    /// own weight makes the contest keep whichever side adds more to the product of hits and
-    /// bytes hit: a contest moves log(hits) + log(bytes hit) by Δf/H + Δ(f·w)/B, and B/H, the
-    /// mean weight of a hit, is taken as the mean entry's. Counted alone, accesses favour
-    /// many light entries (moka's rule: the most hits, fewer bytes); weighed by bytes alone,
-    /// few heavy ones (docs/memory-tier.md).
-    fn worth_scale(&self) -> impl Fn(u64) -> u128 {
-        let vary = self.weights_vary;
-        let total = u128::from(self.total_weight());
-        let len = self.len() as u128;
-        move |w| {
-            if vary {
-                total.saturating_add(u128::from(w).saturating_mul(len))
-            } else {
-                1
-            }
-        }
-    }
-
-    /// Whether an older candidate, which joins probation without a contest (only the
-    /// newest candidate waits for one), should join it at the front, as the next victim,
-    /// rather than at the back: when it was not requested since it left the window and is
-    /// [`dominated`] by probation's oldest entry (heavier and requested no more often), so
-    /// keeping that entry rather than the candidate costs no hits per byte. Newcomers the
-    /// window is too small to hold meet their contest at the door; this is the same refusal
-    /// for those that passed through a wider window: their bytes go back to the next
-    /// eviction instead of displacing a probation entry that is lighter and as popular.
-    fn loses_unseen(&self, c: EntryId) -> bool {
-        if self.pending[c as usize].load(Ordering::Relaxed) != 0 {
-            return false;
-        }
-        let Some(v) = self.queues[Place::Probation as usize].front() else {
-            return false;
-        };
-        let (cm, vm) = (self.meta[c as usize], self.meta[v as usize]);
-        if cm.weight <= vm.weight {
-            // Not dominated whatever the counts: spare the estimates (unit weights end here).
-            return false;
-        }
-        let fv = self.accesses(v);
-        dominated(cm.weight, self.sketch.estimate(cm.key_hash), vm.weight, fv)
-    }
-
-    /// The probation entry to evict, or to contest the candidate, instead of `front`
-    /// (probation's oldest, settled): the heaviest of the [`VICTIM_SCAN`] entries from the
-    /// front that `front` [`dominated`] (strictly heavier, estimated no more accesses) and
-    /// that has no pending hits, else `front` itself. Evicting it frees more bytes for no
-    /// more accesses lost, and leaves `front`, which is requested at least as often per
-    /// byte, in place for the next eviction. Stands in for moka's refusal of large
-    /// newcomers on the side of the residents: a heavy entry nobody asked for since it
-    /// joined probation gives its bytes back before lighter, as popular ones near the
-    /// front. With equal weights nothing is heavier than `front`: always `front`. In a
-    /// probation longer than [`VICTIM_SKIP_LEN`], a `front` weighing at least probation's
-    /// average is taken without a walk (few entries are strictly heavier, and the walk is
-    /// the cost of a mixed-size evicting put there), and the walk stops after
-    /// [`LONG_VICTIM_SCAN`] entries.
-    fn heavier_victim(&self, front: EntryId) -> EntryId {
-        if !self.weights_vary {
-            return front;
-        }
-        let probation = &self.queues[Place::Probation as usize];
-        let fm = self.meta[front as usize];
-        // A front at least as heavy as probation's average has few strictly heavier entries
-        // behind it: in a long probation, where the walk is a chain of cache misses, skip it.
-        let len = probation.len();
-        let long = len > VICTIM_SKIP_LEN;
-        if long
-            && u128::from(fm.weight) * len as u128
-                >= u128::from(self.weights[Place::Probation as usize])
-        {
-            return front;
-        }
-        let mut f_front = None;
-        let (mut best, mut best_weight) = (front, fm.weight);
-        let mut at = probation.next(&self.links, front);
-        let scan = if long { LONG_VICTIM_SCAN } else { VICTIM_SCAN };
-        for _ in 1..scan {
-            let Some(e) = at else { break };
-            at = probation.next(&self.links, e);
-            let m = self.meta[e as usize];
-            // Only an entry heavier than the best so far can replace it: estimates are
-            // taken for the few record weights of the walk, not every entry.
-            if m.weight <= best_weight || self.pending[e as usize].load(Ordering::Relaxed) != 0 {
-                continue;
-            }
-            let ff = *f_front.get_or_insert_with(|| self.accesses(front));
-            if dominated(m.weight, self.accesses(e), fm.weight, ff) {
-                (best, best_weight) = (e, m.weight);
-            }
-        }
-        best
-    }
-
     /// Adds an access to `id`'s pending count (saturating), with exclusive access.
     fn bump_pending(&mut self, id: EntryId) {
         let p = self.pending[id as usize].get_mut();
         *p = (*p + 1).min(MAX_PENDING);
-    }
-
-    /// What a rejected key weighing `weight` counts for when it returns ([`Regret::returned`]):
-    /// the mean tracked weight over its own, at most 1; 1 while every weight is equal.
-    fn rejected_worth(&self, weight: u64) -> f32 {
-        if !self.weights_vary || weight == 0 {
-            return 1.0;
-        }
-        let mean = self.total as f32 / self.len().max(1) as f32;
-        (mean / weight as f32).min(1.0)
     }
 
     /// Notes `weight` for [`Self::weights_vary`].
@@ -710,8 +497,8 @@ impl EvictionPolicy for TinyLfu {
         }
         // A miss: a recent contest loser coming back teaches admission, and may show a
         // change of working set.
-        self.regret
-            .returned(key_hash, len as u64, self.rejected_worth(weight));
+        let worth = self.rejected_worth(weight, len as u64);
+        self.regret.returned(key_hash, len as u64, worth);
         if self.surge.fires(self.regret.bias()) {
             self.restart();
             self.regret.reset_bias();

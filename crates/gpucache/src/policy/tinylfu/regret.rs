@@ -34,9 +34,9 @@
 //! quarter of the others' rate, such entries are mostly keys that will never be requested
 //! again. A slowly drifting set's favourites die so, at their most popular: at 500 entries
 //! W-TinyLFU held 34-60 keys dead for 6,250-12,500 requests, where quick_cache, which
-//! keeps no counts, held 7-15. The policy then gives protected 10 points less of main
-//! (docs/memory-tier.md). Where the working set cycles back, or on Zipf, stale entries
-//! return as often as the others.
+//! keeps no counts, held 7-15. The policy then gives protected 10 points less of main, and
+//! a stale entry counts half its estimate at a closed window (docs/memory-tier.md). Where
+//! the working set cycles back, or on Zipf, stale entries return as often as the others.
 //!
 //! Losers are kept in a direct-mapped table of one 32-bit word per tracked key (a tag of the
 //! key, the kind, and when the contest was): a collision forgets the older loser, and a tag
@@ -158,7 +158,8 @@ pub(super) struct Regret {
     /// it because every contest and rebalance reads it (a float's `ceil` is a libm call on
     /// baseline x86-64). Invariant: `credit_of(bias)`.
     credit: i8,
-    /// Moving share of displacements among the contests' losers.
+    /// Share of displacements among the contests' losers: the mean of the first
+    /// [`SHARE_CONTESTS`], a moving average from then on.
     displaced_share: f32,
     /// Contests noted, up to [`SHARE_CONTESTS`].
     contests: u32,
@@ -236,7 +237,8 @@ impl Regret {
     /// rate (with at least [`MIN_DISPLACED`] of each kind counted; as of the end of the last
     /// window of [`RETURNS_WINDOW`] contests). Then protected, which gives up such entries
     /// only as fast as it takes in promoted ones, is holding keys that will not be requested
-    /// again, and the policy gives it 10 points less of main.
+    /// again: the policy gives it 10 points less of main, and a stale entry counts half its
+    /// estimate at a closed window.
     pub(super) fn stale_entries_die(&self) -> bool {
         self.stale_die
     }
@@ -252,9 +254,15 @@ impl Regret {
         // average from then on: started from zero, a cold cache's share took thousands of
         // contests to come up, its rejected keys' returns moved the bias by next to nothing
         // while its displaced keys' moved it by whole steps, and the bias fell (to about
-        // -0.5 in a drift at 300 entries, 0.973 of the best peer's hits; 0.995 with this).
-        self.contests = (self.contests + 1).min(SHARE_CONTESTS);
-        let weight = 1.0 / self.contests as f32;
+        // -0.5 in a drift at 300 entries: 0.973 of the best peer's hits, 0.995 with this and
+        // the round's other two rules; docs/memory-tier.md).
+        // (A division only while it counts: a contest runs on every evicting put.)
+        let weight = if self.contests < SHARE_CONTESTS {
+            self.contests += 1;
+            1.0 / self.contests as f32
+        } else {
+            1.0 / SHARE_CONTESTS as f32
+        };
         self.displaced_share += weight * (f32::from(u8::from(displaced)) - self.displaced_share);
         let i = self.index(key_hash);
         let kind_bits = match kind {
@@ -281,15 +289,21 @@ impl Regret {
     /// `key_hash` was requested and missed: if it lost a contest within the last `horizon`
     /// contests, move the bias (up for a rejected key, down for a displaced one). The
     /// horizon is the tracked keys' count, which also scales the step ([`STEP_KEYS`]).
-    /// A rejected key's step is also times `rejected_worth` (at most 1): the mean entry's
-    /// weight over its own, as the owner reckons it. Admitted, a key of four times the mean
-    /// weight would have pushed out about four entries for its one hit, so its return
-    /// argues a quarter as much for a lower bar. Counted whole, large program binaries
-    /// refused at the door held the bias up on sized traces, and the bar let in large
-    /// entries at the cost of hits (sized Zipf at 50 entries: 0.963 of moka's hits, 1.017
-    /// with this; docs/memory-tier.md). A displaced key's return counts whole, whatever it
-    /// weighs: the bar that let its displacer in was too low.
-    pub(super) fn returned(&mut self, key_hash: u64, horizon: u64, rejected_worth: f32) {
+    /// A rejected key's step is also times `rejected_worth()` (at most 1, asked only then):
+    /// the mean entry's weight over its own, as the policy reckons it. Admitted, a key of
+    /// four times the mean weight would have pushed out about four entries for its one hit,
+    /// so its return argues a quarter as much for a lower bar. Counted whole, large program
+    /// binaries refused at the door held the bias up on sized traces, and the bar let in
+    /// large entries at the cost of hits (sized Zipf at 50 entries, another draw of the
+    /// trace: 0.963 of moka's hits, 1.017 with this; docs/memory-tier.md). A displaced
+    /// key's return counts whole, whatever it weighs: the bar that let its displacer in was
+    /// too low.
+    pub(super) fn returned(
+        &mut self,
+        key_hash: u64,
+        horizon: u64,
+        rejected_worth: impl FnOnce() -> f32,
+    ) {
         if self.table.is_empty() {
             return;
         }
@@ -314,7 +328,7 @@ impl Regret {
         // Weighted by the other kind's share: at rest, returns per loser are equal.
         let step = step_for(horizon);
         self.bias = if word & DISPLACED == 0 {
-            (self.bias + step * rejected_worth * self.displaced_share).min(MAX_BIAS)
+            (self.bias + step * rejected_worth() * self.displaced_share).min(MAX_BIAS)
         } else {
             (self.bias - step * (1.0 - self.displaced_share)).max(MIN_BIAS)
         };
@@ -354,6 +368,16 @@ impl Regret {
         (h >> 17) as usize & (self.table.len() - 1)
     }
 
+    /// A regret whose bias is `bias` and whose verdict on stale entries is `stale_die`
+    /// (tests of the rules that read both).
+    #[cfg(test)]
+    pub(super) fn with_verdict(bias: f32, stale_die: bool) -> Regret {
+        Regret {
+            stale_die,
+            ..Regret::with_bias(bias)
+        }
+    }
+
     /// A regret whose bias is `bias` (tests of the rules that read the credit).
     #[cfg(test)]
     pub(super) fn with_bias(bias: f32) -> Regret {
@@ -389,6 +413,11 @@ impl Regret {
             self.settled_bias
         );
         assert!(
+            self.contests <= SHARE_CONTESTS,
+            "{} contests counted",
+            self.contests
+        );
+        assert!(
             (0.0..=1.0).contains(&self.displaced_share),
             "displaced share {}",
             self.displaced_share
@@ -407,7 +436,10 @@ fn stale_die(stale: Returns, fresh: Returns) -> bool {
 
 /// A return's step in a cache tracking `keys` keys: [`STEP`], less beyond [`STEP_KEYS`], and
 /// no less than at 1,024 times that: a smaller step, times a small share, would fall below
-/// half the bias's rounding unit near its upper bound (f32) and be lost one way only.
+/// half the bias's rounding unit near its upper bound (f32) and be lost one way only. A
+/// rejected key many times the mean weight can still shrink its step below that in a very
+/// large cache; its return is then lost, which errs the way its worth points (the bar stays
+/// higher).
 fn step_for(keys: u64) -> f32 {
     if keys <= STEP_KEYS {
         STEP
@@ -487,7 +519,7 @@ mod tests {
             r.note(hash(round * 10 + 9), Loser::Displaced);
             // The rejected keys come back; the displaced one does not.
             for i in 0..9 {
-                r.returned(hash(round * 10 + i), 1000, 1.0);
+                r.returned(hash(round * 10 + i), 1000, || 1.0);
             }
             r.validate();
         }
@@ -495,7 +527,7 @@ mod tests {
         assert_eq!(r.credit(), 8);
         for round in 0..4000u64 {
             r.note(hash(1 << 40 | round), Loser::Displaced);
-            r.returned(hash(1 << 40 | round), 1000, 1.0);
+            r.returned(hash(1 << 40 | round), 1000, || 1.0);
             r.validate();
         }
         assert_eq!(r.bias, MIN_BIAS);
@@ -522,9 +554,9 @@ mod tests {
             "{}",
             r.displaced_share
         );
-        r.returned(hash(0), 1000, 1.0);
+        r.returned(hash(0), 1000, || 1.0);
         assert!((r.bias - STEP / 2.0).abs() < 1e-6, "bias {}", r.bias);
-        r.returned(hash(1), 1000, 1.0);
+        r.returned(hash(1), 1000, || 1.0);
         assert!(r.bias.abs() < 1e-6, "bias {}", r.bias);
         // Past the first SHARE_CONTESTS contests the share moves by one in that many.
         for i in 10..u64::from(2 * SHARE_CONTESTS) {
@@ -549,7 +581,7 @@ mod tests {
             let mut r = sized(1000);
             r.note(hash(0), Loser::Displaced);
             r.note(hash(1), Loser::Rejected);
-            r.returned(hash(1), 1000, worth);
+            r.returned(hash(1), 1000, || worth);
             r.bias
         };
         let (whole, quarter) = (raised(1.0), raised(0.25));
@@ -558,11 +590,12 @@ mod tests {
             (quarter - whole / 4.0).abs() < 1e-6,
             "{quarter} against {whole}"
         );
-        // A displaced key's return lowers it by a whole step whatever it weighs.
+        // A displaced key's return lowers it by its step (times the share of rejections, a
+        // half here) whatever it weighs: its worth is not even asked.
         let mut r = sized(1000);
         r.note(hash(0), Loser::Rejected);
         r.note(hash(1), Loser::Displaced);
-        r.returned(hash(1), 1000, 0.25);
+        r.returned(hash(1), 1000, || unreachable!("a displaced key's worth"));
         assert!((r.bias + STEP / 2.0).abs() < 1e-6, "bias {}", r.bias);
     }
 
@@ -581,7 +614,7 @@ mod tests {
             r.note(hash(i), kind);
             let n = i / 20;
             if (n + 1) * back / 100 > n * back / 100 {
-                r.returned(hash(i), 1000, 1.0);
+                r.returned(hash(i), 1000, || 1.0);
             }
             r.validate();
         }
@@ -629,7 +662,7 @@ mod tests {
                 Loser::Displaced
             };
             r.note(hash(1 << 41 | i), kind);
-            r.returned(hash(1 << 41 | i), 1000, 1.0);
+            r.returned(hash(1 << 41 | i), 1000, || 1.0);
         }
         assert!(!r.stale_entries_die());
         r.validate();
@@ -666,7 +699,7 @@ mod tests {
             };
             r.note(hash(round), kind);
             if round >= 40_000 && round % 3 == 0 {
-                r.returned(hash(round), 1000, 1.0);
+                r.returned(hash(round), 1000, || 1.0);
             }
         }
         assert!(r.bias.abs() < 0.5, "bias {}", r.bias);
@@ -682,7 +715,7 @@ mod tests {
             r.note(hash(k), Loser::Rejected);
         }
         let before = r.bias;
-        r.returned(hash(0), horizon, 1.0);
+        r.returned(hash(0), horizon, || 1.0);
         r.validate();
         r.bias - before
     }
@@ -707,12 +740,12 @@ mod tests {
         let rejected = others(&r, 7, 1 << 31, 1)[0];
         r.note(hash(rejected), Loser::Rejected);
         let stranger = others(&r, 7, 1 << 30, 1)[0];
-        r.returned(hash(stranger), 1000, 1.0);
+        r.returned(hash(stranger), 1000, || 1.0);
         assert_eq!(r.bias, 0.0);
-        r.returned(hash(7), 1000, 1.0);
+        r.returned(hash(7), 1000, || 1.0);
         let after = r.bias;
         assert!(after < 0.0);
-        r.returned(hash(7), 1000, 1.0);
+        r.returned(hash(7), 1000, || 1.0);
         assert_eq!(r.bias, after);
     }
 
@@ -722,14 +755,14 @@ mod tests {
         for k in 0..50 {
             r.note(hash(k), Loser::Rejected);
             r.note(hash(1000 + k), Loser::Displaced);
-            r.returned(hash(1000 + k), 1000, 1.0);
+            r.returned(hash(1000 + k), 1000, || 1.0);
         }
         let bias = r.bias;
         assert!(bias < 0.0);
         r.resize(10_000);
         assert_eq!(r.heap_bytes(), 16_384 * 4);
         for k in 0..50 {
-            r.returned(hash(k), 1000, 1.0);
+            r.returned(hash(k), 1000, || 1.0);
         }
         assert_eq!(r.bias, bias);
         r.validate();
@@ -739,7 +772,7 @@ mod tests {
     fn an_empty_table_ignores_everything() {
         let mut r = Regret::default();
         r.note(hash(1), Loser::Rejected);
-        r.returned(hash(1), 10, 1.0);
+        r.returned(hash(1), 10, || 1.0);
         assert_eq!(r.bias, 0.0);
         assert_eq!(r.credit(), 0);
         assert_eq!(r.heap_bytes(), 0);

@@ -41,7 +41,8 @@ const FALL: f64 = 0.8;
 const MIN_FALL: f64 = 0.05;
 /// How far the bias must rise during a fall, in counts: a few dozen to a few hundred returning
 /// rejected keys (each step is 1/32 count times the share of displacements among the losers,
-/// less beyond 2,000 tracked keys: proportionally more returns there).
+/// less for keys heavier than the mean and beyond 2,000 tracked keys: proportionally more
+/// returns there).
 /// From 0.03 to 0.125 the same; at 0.5 or more the surge came late enough to cost a phase
 /// cycle at 5,000 entries more than it won.
 const RISE: f32 = 0.125;

@@ -1,6 +1,7 @@
 //! Behaviour of W-TinyLFU: admission, protection, loops, scans, weights, shared hits.
 
 use super::*;
+use contest::{dominated, LONG_VICTIM_SCAN, VICTIM_SKIP_LEN};
 use regret::Recency;
 
 /// Replays `keys` against a policy bounded to `capacity` unit entries as the store does
@@ -292,18 +293,31 @@ fn heavy_candidate_needs_more_hits_per_byte() {
 }
 
 #[test]
-fn a_rejected_key_counts_the_mean_weight_over_its_own() {
-    // Equal weights: every rejected key counts whole.
-    let mut p = TinyLfu::default();
-    for id in 0..10 {
-        p.insert(id, 1000 + u64::from(id), 10);
-    }
-    assert_eq!(p.rejected_worth(1000), 1.0);
-    // Nine entries of 10 and one of 910: a mean of 100.
-    p.update(9, 910);
-    assert!((p.rejected_worth(400) - 0.25).abs() < 1e-6);
-    // Lighter than the mean: still at most whole.
-    assert_eq!(p.rejected_worth(10), 1.0);
+fn a_heavy_rejected_keys_return_raises_the_bias_by_its_worth() {
+    // A hundred entries, one of them twice the others' weight (a mean of 10.1 among the
+    // entries other than the newcomer); a rejected key (noted by hand, after a displaced
+    // one) comes back weighing `weight`. Returns how far its return raised the bias.
+    let key = 4242;
+    let raised = |weight| {
+        let mut p = TinyLfu::default();
+        for id in 0..100 {
+            p.insert(id, 1000 + u64::from(id), 10);
+        }
+        p.update(99, 20);
+        p.regret.note(1000, Loser::Displaced);
+        p.regret.note(key, Loser::Rejected);
+        let before = p.regret.bias();
+        p.insert(100, key, weight);
+        p.regret.bias() - before
+    };
+    let light = raised(10);
+    assert!(light > 0.0);
+    // Lighter than the mean: whole. Forty times the weight: 10.1 / 400 of it.
+    let heavy = raised(400);
+    assert!(
+        (heavy / light - 10.1 / 400.0).abs() < 1e-3,
+        "{heavy} against {light}"
+    );
 }
 
 #[test]
@@ -685,6 +699,12 @@ fn an_entry_that_went_round_protected_unhit_counts_half_at_a_closed_window() {
     for bias in [0.0, -1.0] {
         p.regret = Regret::with_bias(bias);
         assert_eq!(p.accesses(id), full, "bias {bias}");
+    }
+    // Unless displaced stale entries prove dead (a drift at 1,000 entries, a change of
+    // working set at 20,000, keep a credit near 0): half again.
+    for bias in [0.0, -1.0] {
+        p.regret = Regret::with_verdict(bias, true);
+        assert_eq!(p.accesses(id), full / 2, "bias {bias}");
     }
     // With a window: the whole count.
     p.regret = Regret::with_bias(1.0);

@@ -79,8 +79,9 @@ const REVERSE_OVER_ERROR: f64 = 2.0;
 /// A change within the samples' error ([`REVERSE_OVER_ERROR`] times it) while that band is
 /// at least this many times the usual change says nothing of the step's effect, either way:
 /// the step shrinks by [`UNMEASURED_DECAY`] rather than [`STEP_DECAY`], so the share slows
-/// to a rest on such samples (about one more step in all) instead of walking on them. Without it, a climb turned by an early fall (Zipf 1.0 with
-/// scans at 5,000 entries: a scan read as a change of workload at the second sample) kept
+/// to a rest on such samples (about one more step in all) instead of walking on them.
+/// Without it, a climb turned by an early fall (Zipf 1.0 with scans at 5,000 entries: a
+/// scan read as a change of workload at the second sample) kept
 /// its direction through every later sample, whose falls stood within the error, up to
 /// the largest window (2,000,000 requests: 0.957 of the best peer, 0.996 with this). At 2,
 /// drifting sets at 50-300 entries, whose early rises are as unmeasured, climbed too little
