@@ -1,7 +1,6 @@
 //! Behaviour of W-TinyLFU: admission, protection, loops, scans, weights, shared hits.
 
 use super::*;
-use contest::{dominated, LONG_VICTIM_SCAN, VICTIM_SKIP_LEN};
 use regret::Recency;
 
 /// Replays `keys` against a policy bounded to `capacity` unit entries as the store does
@@ -43,6 +42,27 @@ fn replay_watched(
     }
     p.validate(&|id| key_of.contains_key(&id));
     hits
+}
+
+/// A filled policy (no window share, so every entry is in probation) with `weights[i]` for
+/// id `i`, key hashes `1000 + i`, nothing requested yet; probation in id order.
+pub(super) fn probation_of(weights: &[u64]) -> TinyLfu {
+    let mut p = TinyLfu::default();
+    for (id, &w) in weights.iter().enumerate() {
+        p.insert(id as EntryId, 1000 + id as u64, w);
+    }
+    for id in 0..weights.len() as EntryId {
+        if p.meta[id as usize].place != Place::Probation {
+            p.relocate(id, Place::Probation);
+        }
+    }
+    let mut order = Vec::new();
+    p.queues[Place::Probation as usize].for_each(&p.links, |id| order.push(id));
+    order.sort_unstable();
+    for id in order {
+        p.queues[Place::Probation as usize].move_to_back(&mut p.links, id);
+    }
+    p
 }
 
 /// The next uniform draw in [0, 1) of `x`'s xorshift.
@@ -265,102 +285,6 @@ fn pending_hits_saturate() {
 }
 
 #[test]
-fn heavy_candidate_needs_more_hits_per_byte() {
-    let mut p = TinyLfu::default();
-    for id in 0..100 {
-        p.insert(id, 1000 + u64::from(id), 10);
-    }
-    assert_eq!(p.evict(), Some(0));
-    // A key seen 3 times weighing 100x a victim seen once: not worth it.
-    p.sketch.increment(4242, 2);
-    p.insert(0, 4242, 1000);
-    p.insert(100, 4343, 10);
-    // Window overflow made 99 and then 0 candidates; only the newest waits for a contest,
-    // 99 joins probation.
-    assert_eq!(p.evict(), Some(0), "the heavy candidate is refused");
-    assert_eq!(p.meta[99].place, Place::Probation);
-    // The same key at the victims' weight would have won.
-    let mut q = TinyLfu::default();
-    for id in 0..100 {
-        q.insert(id, 1000 + u64::from(id), 10);
-    }
-    q.evict();
-    q.sketch.increment(4242, 2);
-    q.insert(0, 4242, 10);
-    q.insert(100, 4343, 10);
-    assert_eq!(q.evict(), Some(1));
-    assert_eq!(q.meta[0].place, Place::Probation);
-}
-
-#[test]
-fn a_heavy_rejected_keys_return_raises_the_bias_by_its_worth() {
-    // A hundred entries, one of them twice the others' weight (a mean of 10.1 among the
-    // entries other than the newcomer); a rejected key (noted by hand, after a displaced
-    // one) comes back weighing `weight`. Returns how far its return raised the bias.
-    let key = 4242;
-    let raised = |weight| {
-        let mut p = TinyLfu::default();
-        for id in 0..100 {
-            p.insert(id, 1000 + u64::from(id), 10);
-        }
-        p.update(99, 20);
-        p.regret.note(1000, Loser::Displaced);
-        p.regret.note(key, Loser::Rejected);
-        let before = p.regret.bias();
-        p.insert(100, key, weight);
-        p.regret.bias() - before
-    };
-    let light = raised(10);
-    assert!(light > 0.0);
-    // Lighter than the mean: whole. Forty times the weight: 10.1 / 400 of it.
-    let heavy = raised(400);
-    assert!(
-        (heavy / light - 10.1 / 400.0).abs() < 1e-3,
-        "{heavy} against {light}"
-    );
-}
-
-#[test]
-fn a_candidate_heavier_than_all_main_is_refused() {
-    // Ten light entries fill the cache, all in probation; a key requested often but heavier
-    // than all of main cannot be given the room: refused, whatever its count.
-    let mut p = TinyLfu::default();
-    for id in 0..10 {
-        p.insert(id, 1000 + u64::from(id), 10);
-    }
-    assert_eq!(p.evict(), Some(0));
-    p.sketch.increment(4242, 14);
-    p.insert(0, 4242, 1000);
-    assert_eq!(p.evict(), Some(0), "refused at the door");
-    p.validate(&|id| id < 10);
-}
-
-#[test]
-fn a_candidate_heavier_than_probation_takes_its_room_from_protected() {
-    // Probation holds 90 units, protected 100; a popular candidate of 150 wins against the
-    // whole probation and protected's oldest, and joins protected's back: the evictions
-    // that make its room take every other entry first, never the candidate itself (at
-    // probation's back it would have been the next victim once probation was gone).
-    let mut p = TinyLfu::default();
-    for id in 0..20 {
-        p.insert(id, 1000 + u64::from(id), 10);
-    }
-    assert_eq!(p.evict(), Some(0));
-    for id in 10..20 {
-        p.relocate(id, Place::Protected);
-    }
-    p.sketch.increment(4242, 14);
-    p.insert(0, 4242, 150);
-    assert_eq!(p.evict(), Some(1), "admitted: probation's oldest leaves");
-    assert_eq!(p.meta[0].place, Place::Protected);
-    for _ in 0..14 {
-        assert_ne!(p.evict(), Some(0));
-    }
-    assert_eq!(p.meta[0].place, Place::Protected);
-    p.validate(&|id| id == 0 || id >= 16);
-}
-
-#[test]
 fn a_backlog_of_candidates_joins_probation() {
     let mut p = TinyLfu::default();
     for id in 0..1000 {
@@ -464,103 +388,6 @@ fn a_new_workload_takes_over_quickly() {
         hits_second as f64 >= 0.96 * hits_first as f64,
         "first {hits_first}, second {hits_second}"
     );
-}
-
-#[test]
-fn equal_weights_never_trigger_the_size_rule() {
-    for w in [1u64, 7, 4096, 1 << 20] {
-        for f in 0..20u64 {
-            for fo in 0..20u64 {
-                assert!(!dominated(w, f, w, fo), "{w} {f} {fo}");
-            }
-        }
-    }
-    assert!(dominated(2, 3, 1, 3));
-    assert!(!dominated(2, 4, 1, 3));
-    assert!(!dominated(1, 0, 2, 3));
-}
-
-/// A filled policy (no window share, so every entry is in probation) with `weights[i]` for
-/// id `i`, key hashes `1000 + i`, nothing requested yet; probation in id order.
-fn probation_of(weights: &[u64]) -> TinyLfu {
-    let mut p = TinyLfu::default();
-    for (id, &w) in weights.iter().enumerate() {
-        p.insert(id as EntryId, 1000 + id as u64, w);
-    }
-    for id in 0..weights.len() as EntryId {
-        if p.meta[id as usize].place != Place::Probation {
-            p.relocate(id, Place::Probation);
-        }
-    }
-    let mut order = Vec::new();
-    p.queues[Place::Probation as usize].for_each(&p.links, |id| order.push(id));
-    order.sort_unstable();
-    for id in order {
-        p.queues[Place::Probation as usize].move_to_back(&mut p.links, id);
-    }
-    p
-}
-
-#[test]
-fn a_heavier_dominated_entry_is_evicted_before_the_front() {
-    let mut p = probation_of(&[10, 5, 40, 30, 10]);
-    // 2 and 3 are heavier than the front (0) and estimated as often: the heaviest goes.
-    assert_eq!(p.heavier_victim(0), 2);
-    // Requested more often than the front, 2 is not dominated; 3 is next heaviest.
-    p.sketch.increment(1002, 3);
-    assert_eq!(p.heavier_victim(0), 3);
-    // Pending hits protect an entry until it is settled.
-    p.touch(3);
-    assert_eq!(p.heavier_victim(0), 0);
-    assert_eq!(p.evict(), Some(0), "nothing dominated is left: the front");
-    p.validate(&|id| id != 0);
-}
-
-#[test]
-fn a_long_probation_walks_only_behind_a_light_front() {
-    // Past VICTIM_SKIP_LEN entries, a front at least as heavy as the average is evicted
-    // without a walk; a lighter one still finds the heavier entry behind it.
-    let mut weights = vec![10; VICTIM_SKIP_LEN + 1];
-    weights[0] = 20;
-    weights[5] = 40;
-    let p = probation_of(&weights);
-    assert_eq!(p.heavier_victim(0), 0, "front above the average: no walk");
-    weights[0] = 5;
-    let p = probation_of(&weights);
-    assert_eq!(p.heavier_victim(0), 5, "front below the average: walked");
-    // The walk stops after LONG_VICTIM_SCAN entries there: the heaviest within it goes (the
-    // first of the equals), not the heavier one just beyond.
-    weights[5] = 10;
-    weights[LONG_VICTIM_SCAN] = 40;
-    let p = probation_of(&weights);
-    assert_eq!(p.heavier_victim(0), 1, "beyond the walk");
-    weights[LONG_VICTIM_SCAN - 1] = 30;
-    let p = probation_of(&weights);
-    assert_eq!(p.heavier_victim(0), LONG_VICTIM_SCAN as EntryId - 1);
-    // A short probation always walks, and further.
-    let p = probation_of(&[20, 10, 40]);
-    assert_eq!(p.heavier_victim(0), 2);
-    let mut weights = vec![10; LONG_VICTIM_SCAN + 1];
-    weights[0] = 5;
-    weights[LONG_VICTIM_SCAN] = 40;
-    let p = probation_of(&weights);
-    assert_eq!(p.heavier_victim(0), LONG_VICTIM_SCAN as EntryId);
-}
-
-#[test]
-fn equal_weights_always_evict_the_front() {
-    let mut p = probation_of(&[8; 20]);
-    assert!(!p.weights_vary);
-    assert_eq!(p.heavier_victim(0), 0);
-    let evicted: Vec<_> = (0..5).map(|_| p.evict()).collect();
-    assert_eq!(evicted, [Some(0), Some(1), Some(2), Some(3), Some(4)]);
-    p.validate(&|id| id >= 5);
-    // One different weight turns the rule on; equals still never replace the front.
-    let q = probation_of(&[8, 8, 9, 8]);
-    assert!(q.weights_vary);
-    assert_eq!(q.heavier_victim(0), 2);
-    assert_eq!(q.heavier_victim(1), 2);
-    assert_eq!(q.heavier_victim(3), 3, "nothing behind the last entry");
 }
 
 #[test]

@@ -7,6 +7,9 @@ use std::sync::atomic::Ordering;
 
 use super::{EntryId, EvictionPolicy, Place, TinyLfu};
 
+#[cfg(test)]
+mod tests;
+
 /// A candidate must be estimated this many accesses above the victim to displace it (per
 /// byte). Estimates of keys requested equally often differ by one depending on where the
 /// last halving fell between their accesses; without the margin a loop just larger than
