@@ -5,12 +5,18 @@ use super::super::tests::probation_of;
 use super::super::*;
 use super::{dominated, LONG_VICTIM_SCAN, VICTIM_SKIP_LEN};
 
-#[test]
-fn heavy_candidate_needs_more_hits_per_byte() {
+/// A policy with `n` entries of weight 10 inserted (ids `0..n`, key hashes `1000 + id`).
+fn inserted(n: EntryId) -> TinyLfu {
     let mut p = TinyLfu::default();
-    for id in 0..100 {
+    for id in 0..n {
         p.insert(id, 1000 + u64::from(id), 10);
     }
+    p
+}
+
+#[test]
+fn heavy_candidate_needs_more_hits_per_byte() {
+    let mut p = inserted(100);
     assert_eq!(p.evict(), Some(0));
     // A key seen 3 times weighing 100x a victim seen once: not worth it.
     p.sketch.increment(4242, 2);
@@ -21,10 +27,7 @@ fn heavy_candidate_needs_more_hits_per_byte() {
     assert_eq!(p.evict(), Some(0), "the heavy candidate is refused");
     assert_eq!(p.meta[99].place, Place::Probation);
     // The same key at the victims' weight would have won.
-    let mut q = TinyLfu::default();
-    for id in 0..100 {
-        q.insert(id, 1000 + u64::from(id), 10);
-    }
+    let mut q = inserted(100);
     q.evict();
     q.sketch.increment(4242, 2);
     q.insert(0, 4242, 10);
@@ -40,10 +43,7 @@ fn a_heavy_rejected_keys_return_raises_the_bias_by_its_worth() {
     // one) comes back weighing `weight`. Returns how far its return raised the bias.
     let key = 4242;
     let raised = |weight| {
-        let mut p = TinyLfu::default();
-        for id in 0..100 {
-            p.insert(id, 1000 + u64::from(id), 10);
-        }
+        let mut p = inserted(100);
         p.update(99, 20);
         p.regret.note(1000, Loser::Displaced);
         p.regret.note(key, Loser::Rejected);
@@ -65,10 +65,7 @@ fn a_heavy_rejected_keys_return_raises_the_bias_by_its_worth() {
 fn a_candidate_heavier_than_all_main_is_refused() {
     // Ten light entries fill the cache, all in probation; a key requested often but heavier
     // than all of main cannot be given the room: refused, whatever its count.
-    let mut p = TinyLfu::default();
-    for id in 0..10 {
-        p.insert(id, 1000 + u64::from(id), 10);
-    }
+    let mut p = inserted(10);
     assert_eq!(p.evict(), Some(0));
     p.sketch.increment(4242, 14);
     p.insert(0, 4242, 1000);
@@ -82,10 +79,7 @@ fn a_candidate_heavier_than_probation_takes_its_room_from_protected() {
     // whole probation and protected's oldest, and joins protected's back: the evictions
     // that make its room take every other entry first, never the candidate itself (at
     // probation's back it would have been the next victim once probation was gone).
-    let mut p = TinyLfu::default();
-    for id in 0..20 {
-        p.insert(id, 1000 + u64::from(id), 10);
-    }
+    let mut p = inserted(20);
     assert_eq!(p.evict(), Some(0));
     for id in 10..20 {
         p.relocate(id, Place::Protected);
