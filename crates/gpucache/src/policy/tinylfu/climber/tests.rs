@@ -402,45 +402,35 @@ fn the_climb_back_after_a_change_does_not_hide_the_next() {
     assert!(sample(&mut c, 0.367));
 }
 
+/// A climber at `share` whose last step was `step` (`moved`: whether it moved the share),
+/// after a sample at a 60% hit rate, with a usual change of one point.
+fn before_a_change(share: f64, step: f64, moved: bool) -> Climber {
+    Climber {
+        share,
+        fraction: fraction_of(share),
+        step,
+        previous_rate: Some(0.6),
+        moved,
+        noise: 0.01,
+        ..Climber::default()
+    }
+}
+
 #[test]
 fn a_restart_at_the_small_end_keeps_the_window_shut() {
     // Resting at the bound, shrinking: a new workload's fall restarts the climb with a
     // full step, but the last step did not move the share, so the direction stays.
-    let mut c = Climber {
-        share: MIN_SHARE,
-        fraction: fraction_of(MIN_SHARE),
-        step: -0.01,
-        previous_rate: Some(0.6),
-        moved: false,
-        noise: 0.01,
-        ..Climber::default()
-    };
+    let mut c = before_a_change(MIN_SHARE, -0.01, false);
     assert!(sample(&mut c, 0.3));
     assert_eq!(c.share(), MIN_SHARE);
     assert_eq!(c.step, -STEP);
     // Climbing when the workload changes: the fall is the workload's, not the step's, so
     // the climb goes on with a full step. (Turned round, a climb that had just closed the
     // window from 1% opened it again on every change of working set.)
-    let mut c = Climber {
-        share: 0.3,
-        fraction: fraction_of(0.3),
-        step: 0.01,
-        previous_rate: Some(0.6),
-        moved: true,
-        noise: 0.01,
-        ..Climber::default()
-    };
+    let mut c = before_a_change(0.3, 0.01, true);
     assert!(sample(&mut c, 0.3));
     assert!((c.share() - (0.3 + STEP)).abs() < 1e-9, "{}", c.share());
-    let mut c = Climber {
-        share: 0.01,
-        fraction: fraction_of(0.01),
-        step: -0.01,
-        previous_rate: Some(0.6),
-        moved: true,
-        noise: 0.01,
-        ..Climber::default()
-    };
+    let mut c = before_a_change(0.01, -0.01, true);
     assert!(sample(&mut c, 0.3));
     assert_eq!(c.share(), MIN_SHARE);
 }
