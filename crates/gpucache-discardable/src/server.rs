@@ -215,13 +215,13 @@ impl<B: Backend> Server<B> {
         }
     }
 
-    /// Refused messages since the last call: (client, error), the most recent [`ERROR_LOG`].
+    /// Refused messages since the last call: (client, error), the most recent 1,024 (`ERROR_LOG`).
     pub fn take_errors(&mut self) -> Vec<(ClientId, Error)> {
         std::mem::take(&mut self.errors)
     }
 
     /// The syncs served since the last call, in order: (client, the reply, with its token and
-    /// the counts at that moment); the most recent [`ERROR_LOG`]. A demo reads frame
+    /// the counts at that moment); the most recent 1,024 (`ERROR_LOG`). A demo reads frame
     /// boundaries (and what its clients put in the tokens) from them.
     pub fn take_syncs(&mut self) -> Vec<(ClientId, SyncReply)> {
         self.syncs.drain(..).collect()

@@ -418,7 +418,7 @@ unsafe extern "C" fn vendor_set_blob_funcs(
     }
 }
 
-/// `eglCreateContext`, interposed (LD_PRELOAD; see [`create_context`]).
+/// `eglCreateContext`, interposed (LD_PRELOAD; see `create_context`).
 ///
 /// # Safety
 ///

@@ -137,7 +137,7 @@ pub struct RootLock {
 
 impl RootLock {
     /// Whether the daily prune is due: no complete prune in the last [`PRUNE_INTERVAL`], and
-    /// no unfinished one started in the last [`RETRY_AFTER`].
+    /// no unfinished one started in the last hour (`RETRY_AFTER`).
     pub fn due(&self, now: SystemTime) -> bool {
         let last = self.marker.metadata().and_then(|m| m.modified());
         !last.is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age < PRUNE_INTERVAL))

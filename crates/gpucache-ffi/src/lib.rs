@@ -2,7 +2,7 @@
 //!
 //! - The `EGL_ANDROID_blob_cache` callbacks [`gpucache_egl_set`] and [`gpucache_egl_get`]
 //!   over a process-global cache ([`gpucache_egl_configure`], [`gpucache_egl_flush`],
-//!   [`gpucache_egl_shutdown`], [`gpucache_egl_shutdown_at_exit`], [`gpucache_egl_stats`]) and an install helper for an
+//!   [`gpucache_egl_shutdown`], [`gpucache_egl_shutdown_at_exit`], [`gpucache_egl_stats()`]) and an install helper for an
 //!   `EGLDisplay` ([`gpucache_egl_install`]), and Mesa's own cache kept inside gpucache's
 //!   directory for what context creation compiles ([`gpucache_egl_mesa_context_cache`]).
 //! - D3D12-style cache sessions ([`gpucache_session_open`] and the `gpucache_session_*`

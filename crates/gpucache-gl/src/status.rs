@@ -224,7 +224,8 @@ pub fn encode_programs(table: &[(ProgramKey, ShaderHash, ShaderHash)]) -> Vec<u8
     out
 }
 
-/// Reads what [`encode_programs`] wrote.
+/// Reads a program table as `Changes::apply` writes it: `count:u32 (key:[32] vertex:[32]
+/// fragment:[32])*`, little-endian, nothing after.
 pub fn decode_programs(
     bytes: &[u8],
 ) -> Result<Vec<(ProgramKey, ShaderHash, ShaderHash)>, FormatError> {
