@@ -18,7 +18,9 @@
 //! comes a few thousand requests into the new set, and suppressing it lost up to 0.017 of
 //! the best peer's hits on phase changes at 2,000-5,000 entries; with the hit rates counted
 //! exactly the climber sees the fall sooner, so the policy spaces its restarts by half its
-//! entries' worth of misses: `TinyLfu::restart`.)
+//! entries' worth of misses: `TinyLfu::restart`. After a workload that had settled, the
+//! policy schedules that second restart itself, `TinyLfu::surged`: on some hash seeds the
+//! climber's parts did not fall far enough to give it.)
 //!
 //! The averages are fed by the policy's probes (every `len / 8` misses): from about 20,000
 //! entries in a shard a probe spans the short window and the short average is the last

@@ -741,3 +741,47 @@ fn a_restart_on_the_heels_of_another_waits_its_turn() {
     assert!(p.sketch.estimate(learnt) < 4, "the deferred restart forgot");
     p.validate(&|_| true);
 }
+
+#[test]
+fn a_surge_restarts_again_only_after_a_settled_workload() {
+    // A surge that ends a workload held for more than SETTLED_TURNOVERS turnovers since the
+    // cache was first full schedules a second restart RESTART_SPACING later; one that ends a
+    // workload held for less, since the last surge, keeps what is left of the old set.
+    let mut p = TinyLfu::default();
+    let hash = |k: u64| k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    for id in 0..=1000 {
+        p.insert(id, hash(u64::from(id)), 1);
+    }
+    let first = p.evict().expect("a full policy evicts");
+    assert_eq!(
+        p.settled_since,
+        Some(p.misses),
+        "the workload starts when first full"
+    );
+    let len = p.len() as u64;
+    // Misses without hits (no fall for the surge watch or the climber to see): entries
+    // replaced by new keys, one by one.
+    let mut next = 2_000_000;
+    let mut miss = |p: &mut TinyLfu, n: u64| {
+        for _ in 0..n {
+            let id = (next % 1000) as EntryId;
+            let id = if id == first { 1000 } else { id };
+            p.remove(id);
+            p.insert(id, hash(next), 1);
+            next += 1;
+        }
+    };
+    miss(&mut p, SETTLED_TURNOVERS * len + 1);
+    p.surged(len);
+    assert!(
+        p.restart_deferred,
+        "a settled workload's end restarts twice"
+    );
+    miss(&mut p, len / RESTART_SPACING);
+    assert!(!p.restart_deferred, "the second restart came");
+    miss(&mut p, len / RESTART_SPACING);
+    p.surged(len);
+    assert!(!p.restart_deferred, "a brief workload's end restarts once");
+    assert_eq!(p.settled_since, Some(p.misses));
+    p.validate(&|_| true);
+}
