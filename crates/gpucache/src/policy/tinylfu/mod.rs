@@ -100,8 +100,8 @@ const RESTART_SPACING: u64 = 2;
 /// (that many times their count in misses, since the cache was first full or since the last
 /// surge) is followed by a second restart [`RESTART_SPACING`] later ([`TinyLfu::surged`]).
 /// A set that held for less may come back as soon, and what is left of it is kept. 1 and 2
-/// measured alike; at 3 the phase changes at 2,000-20,000 entries, whose first set holds
-/// about two turnovers there, lost their gain (docs/memory-tier.md).
+/// measured alike; at 3 the phase change with Zipf 0.8 at 20,000 entries and the phase
+/// cycle at 10,000 lost their gains (docs/memory-tier.md).
 const SETTLED_TURNOVERS: u64 = 2;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -325,14 +325,15 @@ impl TinyLfu {
     /// bias back to neutral and, if the workload that ended had settled for more than
     /// [`SETTLED_TURNOVERS`] turnovers, schedules a second restart [`RESTART_SPACING`] later.
     /// The second forgetting (and exposing of protected) flushes what is left of the old
-    /// set once the new one has been requested for a while: it raised the phase changes at
-    /// 2,000-20,000 entries by up to 0.03 of the best peer's hits, and ended the
+    /// set once the new one has been requested for a while: it raised the phase changes and
+    /// cycles at 2,000-20,000 entries by up to 0.036 of the best peer's hits, and ended the
     /// seed-dependent lows of the phase change with Zipf 1.0 over 2,000,000 requests at
     /// 20,000 entries (0.983 on some hash seeds). After a set that held only briefly it cost
     /// the phase cycles whose sets alternate within about two turnovers (10,000 and 20,000
     /// entries: -0.009 to -0.020): a returning set found nothing of itself left, where the
     /// peers, and the policy without it, keep part of it (docs/memory-tier.md).
     fn surged(&mut self, len: u64) {
+        // Surges come only once the cache is full, which sets `settled_since`.
         let settled = self
             .settled_since
             .is_none_or(|at| self.misses - at > SETTLED_TURNOVERS * len);

@@ -394,8 +394,8 @@ fn a_new_workload_takes_over_quickly() {
 fn a_change_of_working_set_surges_at_once_and_steady_workloads_never() {
     // Zipf over one set of keys, then over a disjoint one, through 1,000 entries: the fall
     // of the hit rate meets the new keys' returns within a few thousand requests, and one
-    // surge restarts the policy (the climber may restart it again later). A steady Zipf, a
-    // steady Zipf at a low hit rate and a drifting set never surge.
+    // surge restarts the policy (the policy or the climber restarts it again later). A
+    // steady Zipf, a steady Zipf at a low hit rate and a drifting set never surge.
     let surges = |keys: &[u64], capacity: usize, from: usize| {
         let mut p = TinyLfu::default();
         let mut fired = Vec::new();
@@ -771,7 +771,10 @@ fn a_surge_restarts_again_only_after_a_settled_workload() {
             next += 1;
         }
     };
+    let full_at = p.misses;
     miss(&mut p, SETTLED_TURNOVERS * len + 1);
+    // No restart or surge came from the misses themselves (no hits: no fall to see).
+    assert_eq!((p.restarted_at, p.settled_since), (None, Some(full_at)));
     p.surged(len);
     assert!(
         p.restart_deferred,
@@ -779,7 +782,9 @@ fn a_surge_restarts_again_only_after_a_settled_workload() {
     );
     miss(&mut p, len / RESTART_SPACING);
     assert!(!p.restart_deferred, "the second restart came");
+    let surged_at = p.settled_since;
     miss(&mut p, len / RESTART_SPACING);
+    assert_eq!(p.settled_since, surged_at, "only a surge starts a workload");
     p.surged(len);
     assert!(!p.restart_deferred, "a brief workload's end restarts once");
     assert_eq!(p.settled_since, Some(p.misses));
