@@ -328,7 +328,7 @@ impl TinyLfu {
     /// set once the new one has been requested for a while: it raised the phase changes and
     /// cycles at 2,000-20,000 entries by up to 0.036 of the best peer's hits, and ended the
     /// seed-dependent lows of the phase change with Zipf 1.0 over 2,000,000 requests at
-    /// 20,000 entries (0.983 on some hash seeds). After a set that held only briefly it cost
+    /// 20,000 entries (0.990 on some hash seeds). After a set that held only briefly it cost
     /// the phase cycles whose sets alternate within about two turnovers (10,000 and 20,000
     /// entries: -0.009 to -0.020): a returning set found nothing of itself left, where the
     /// peers, and the policy without it, keep part of it (docs/memory-tier.md).
