@@ -156,6 +156,14 @@ pub struct TinyLfu {
     regret: Regret,
     /// Restarts at once when a fall of the hit rate meets returning rejected keys.
     surge: Surge,
+    /// Whether nothing moved since the last [`TinyLfu::rebalance`] (set at its end): the
+    /// owner that inserts first calls [`EvictionPolicy::evict`] right after
+    /// [`EvictionPolicy::insert`] rebalanced, and the second rebalance cost an evicting put
+    /// about 3 ns. Cleared wherever an entry moves or a weight leaves or changes
+    /// ([`TinyLfu::relocate`], [`TinyLfu::untrack`], [`EvictionPolicy::update`]); the
+    /// window's and protected's targets move only in inserts (which rebalance) and in
+    /// evictions (which untrack).
+    balanced: bool,
     /// Set by the first eviction: until then the cache is filling, and entries leaving the
     /// window go straight to probation without a contest.
     full: bool,
@@ -189,6 +197,7 @@ impl TinyLfu {
     /// Moves `id` from wherever it is to the back of `to`, no longer stale
     /// ([`TinyLfu::demote`] marks it after).
     fn relocate(&mut self, id: EntryId, to: Place) {
+        self.balanced = false;
         let m = self.meta[id as usize];
         self.queues[m.place as usize].unlink(&mut self.links, id);
         self.weights[m.place as usize] -= m.weight;
@@ -254,14 +263,19 @@ impl TinyLfu {
         // Multiplied before it is divided: `main / 100 * percent` rounded main down to whole
         // hundreds first, which left an owner of unit weights with under 100 entries of main
         // no protected at all (and 65% rather than 80% of a main of 495).
-        let protected_target =
-            (u128::from(main) * u128::from(self.protected_percent()) / 100) as u64;
+        // In u64 unless that would overflow: a 128-bit division was 3% of an evicting put.
+        let percent = self.protected_percent();
+        let protected_target = main.checked_mul(percent).map_or_else(
+            || (u128::from(main) * u128::from(percent) / 100) as u64,
+            |p| p / 100,
+        );
         while self.weights[Place::Protected as usize] > protected_target {
             let Some(id) = self.settle_front(Place::Protected) else {
                 break;
             };
             self.demote(id);
         }
+        self.balanced = true;
     }
 
     /// Protected's share of main, in percent: [`PROTECTED_PERCENT`], less
@@ -407,6 +421,7 @@ impl TinyLfu {
     /// Stops tracking `id` (unlinks it and takes its weight off its queue); its pending hits
     /// are folded, so that a free id has none.
     fn untrack(&mut self, id: EntryId) {
+        self.balanced = false;
         self.fold(id);
         let m = self.meta[id as usize];
         self.queues[m.place as usize].unlink(&mut self.links, id);
@@ -573,6 +588,7 @@ impl EvictionPolicy for TinyLfu {
         *w = *w - m.weight + weight;
         self.total = self.total - m.weight + weight;
         m.weight = weight;
+        self.balanced = false;
         self.note_weight(weight);
         // An access for the sketch, but no hit of a lookup: the climber's rate is the
         // lookups' (and the replacing put stays off the count's cache line).
@@ -590,8 +606,11 @@ impl EvictionPolicy for TinyLfu {
             self.settled_since = Some(self.misses);
             // Hit rates from now on describe a full cache.
             self.climber.filled();
+            self.balanced = false;
         }
-        self.rebalance();
+        if !self.balanced {
+            self.rebalance();
+        }
         // Each eviction settles one contest while each insertion may add a candidate, so a
         // backlog (the whole window overflow at the first eviction, or after the share
         // shrank) would never drain and its entries would hold space that neither the

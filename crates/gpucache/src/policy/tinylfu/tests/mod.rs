@@ -3,6 +3,8 @@
 use super::*;
 use regret::Recency;
 
+mod restarts;
+
 /// Replays `keys` against a policy bounded to `capacity` unit entries as the store does
 /// (evict while full, then insert); returns the hits.
 fn replay(p: &mut TinyLfu, keys: &[u64], capacity: usize) -> usize {
@@ -712,81 +714,25 @@ fn the_climber_sees_every_hit_even_of_saturated_entries() {
 }
 
 #[test]
-fn a_restart_on_the_heels_of_another_waits_its_turn() {
-    // A surge and the climber both see a change of working set, a few hundred misses
-    // apart; the second restart waits until half the entries' worth of misses have passed,
-    // and then forgets what the new set's first requests taught the sketch.
+fn an_eviction_rebalances_after_an_update() {
+    // The eviction that follows an insert skips the rebalance the insert just made; one
+    // that follows an update must not: the update may have grown the window past its share.
     let mut p = TinyLfu::default();
-    let hash = |k: u64| k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    for id in 0..1000 {
-        p.insert(id, hash(u64::from(id)), 1);
+    for id in 0..=100 {
+        p.insert(id, u64::from(id), 1);
     }
-    p.restart();
-    let learnt = hash(1_000_000);
-    p.sketch.increment(learnt, 4);
-    p.restart();
-    assert!(p.restart_deferred);
-    assert!(p.sketch.estimate(learnt) >= 4, "the second restart waits");
-    // Misses: entries replaced by new keys, one by one (the owner removes, then inserts).
-    let len = p.len() as u64;
-    for j in 0..len {
-        let id = (j % 1000) as EntryId;
-        p.remove(id);
-        p.insert(id, hash(2_000_000 + j), 1);
-        if j + 2 < len / RESTART_SPACING {
-            assert!(p.restart_deferred, "restarted after {j} misses");
-        }
-    }
-    assert!(!p.restart_deferred);
-    assert!(p.sketch.estimate(learnt) < 4, "the deferred restart forgot");
-    p.validate(&|_| true);
-}
-
-#[test]
-fn a_surge_restarts_again_only_after_a_settled_workload() {
-    // A surge that ends a workload held for more than SETTLED_TURNOVERS turnovers since the
-    // cache was first full schedules a second restart RESTART_SPACING later; one that ends a
-    // workload held for less, since the last surge, keeps what is left of the old set.
-    let mut p = TinyLfu::default();
-    let hash = |k: u64| k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    for id in 0..=1000 {
-        p.insert(id, hash(u64::from(id)), 1);
-    }
-    let first = p.evict().expect("a full policy evicts");
-    assert_eq!(
-        p.settled_since,
-        Some(p.misses),
-        "the workload starts when first full"
-    );
-    let len = p.len() as u64;
-    // Misses without hits (no fall for the surge watch or the climber to see): entries
-    // replaced by new keys, one by one.
-    let mut next = 2_000_000;
-    let mut miss = |p: &mut TinyLfu, n: u64| {
-        for _ in 0..n {
-            let id = (next % 1000) as EntryId;
-            let id = if id == first { 1000 } else { id };
-            p.remove(id);
-            p.insert(id, hash(next), 1);
-            next += 1;
-        }
-    };
-    let full_at = p.misses;
-    miss(&mut p, SETTLED_TURNOVERS * len + 1);
-    // No restart or surge came from the misses themselves (no hits: no fall to see).
-    assert_eq!((p.restarted_at, p.settled_since), (None, Some(full_at)));
-    p.surged(len);
+    let free = p.evict().expect("a full policy evicts");
+    p.insert(free, 1000, 1);
+    let id = p.queues[Place::Window as usize]
+        .front()
+        .expect("the window holds the newest entry");
+    p.update(id, 50);
+    p.evict().expect("a full policy evicts");
+    let target = p.climber.window_target(p.total_weight());
     assert!(
-        p.restart_deferred,
-        "a settled workload's end restarts twice"
+        p.weights[Place::Window as usize] <= target,
+        "window {} over its target {target}",
+        p.weights[Place::Window as usize]
     );
-    miss(&mut p, len / RESTART_SPACING);
-    assert!(!p.restart_deferred, "the second restart came");
-    let surged_at = p.settled_since;
-    miss(&mut p, len / RESTART_SPACING);
-    assert_eq!(p.settled_since, surged_at, "only a surge starts a workload");
-    p.surged(len);
-    assert!(!p.restart_deferred, "a brief workload's end restarts once");
-    assert_eq!(p.settled_since, Some(p.misses));
     p.validate(&|_| true);
 }
