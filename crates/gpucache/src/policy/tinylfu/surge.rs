@@ -31,7 +31,9 @@
 /// about a point by chance, inside [`MIN_FALL`].
 const FAST_REQUESTS: f64 = 2_500.0;
 /// Requests the long average spans: long enough to hold the workload before a change. (Both
-/// averages start when the cache is first full, as means until they span their windows.)
+/// averages start when the cache is first full, as means until they span their windows; the
+/// policy feeds the watch while the cache fills too, for one look at whether the hit rate
+/// fell then, and starts it over at the first eviction: `TinyLfu::filled`.)
 const SLOW_REQUESTS: f64 = 40_000.0;
 /// The short average below this fraction of the long one is a fall. From 0.7 to 0.85 the
 /// same changes are found (`phase_eval`, docs/memory-tier.md); 0.9 fired on the swings of a
@@ -67,7 +69,7 @@ pub(super) struct Surge {
 }
 
 impl Surge {
-    /// Counts `hits` and `misses` of a full cache into the averages.
+    /// Counts `hits` and `misses` into the averages.
     pub(super) fn record(&mut self, hits: u64, misses: u64) {
         let n = (hits + misses) as f64;
         if n == 0.0 {
@@ -99,6 +101,17 @@ impl Surge {
         } else {
             false
         }
+    }
+
+    /// Starts the watch over, armed and with no averages (the cache is now full); returns
+    /// whether the hit rate had fallen.
+    pub(super) fn start_over(&mut self) -> bool {
+        let fallen = self.fallen;
+        *self = Self {
+            armed: true,
+            ..Self::default()
+        };
+        fallen
     }
 
     /// Whether a surge may fire (tests).

@@ -82,3 +82,36 @@ fn a_surge_restarts_again_only_after_a_settled_workload() {
     assert_eq!(p.settled_since, Some(p.misses));
     p.validate(&|_| true);
 }
+
+/// A policy filled with 4,000 keys without an eviction: the first 1,000 hit five times each
+/// (5/6 of their requests hit), the next 3,000 hit `later_hits` times each.
+fn filled_with_a_second_phase(later_hits: u32) -> TinyLfu {
+    let mut p = TinyLfu::default();
+    let hash = |k: u64| k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    for id in 0..4000 {
+        p.insert(id, hash(u64::from(id)), 1);
+        for _ in 0..if id < 1000 { 5 } else { later_hits } {
+            p.touch(id);
+        }
+    }
+    p
+}
+
+#[test]
+fn a_fall_of_the_hit_rate_during_the_fill_restarts_when_first_full() {
+    // The working set changed as the cache filled: its second phase hits nothing, and the
+    // sketch counts the first phase's keys. The first eviction restarts the policy.
+    let mut p = filled_with_a_second_phase(0);
+    assert_eq!(p.restarted_at, None, "no restart while filling");
+    p.evict().expect("a full policy evicts");
+    assert!(
+        p.restarted_at.is_some(),
+        "the fall during the fill restarts"
+    );
+    p.validate(&|_| true);
+    // A steady fill (the same rate throughout) does not.
+    let mut p = filled_with_a_second_phase(5);
+    p.evict().expect("a full policy evicts");
+    assert_eq!(p.restarted_at, None, "a steady fill does not restart");
+    p.validate(&|_| true);
+}
