@@ -19,6 +19,8 @@ use gpucache::{PolicyKind, Store, StoreBuilder};
 const ENTRIES: u32 = 4096;
 const PASSES: u32 = 100;
 const KEY_BYTES: usize = 20;
+// The evicting puts follow the 3 * ENTRIES growing ones within a quarter of the passes.
+const _: () = assert!(ENTRIES * PASSES / 4 > 3 * ENTRIES);
 
 fn key(i: u32) -> [u8; KEY_BYTES] {
     let mut k = [0u8; KEY_BYTES];

@@ -31,9 +31,9 @@
 //! stands one count above TinyLFU's. When the bar starts to drop while the hit rate has
 //! fallen, the working set has changed: the policy restarts at once ([`surge`]) rather than
 //! at the end of the climber's sample, and again a little later if the old set had settled
-//! ([`TinyLfu::surged`]); a fall of the hit rate while the cache filled restarts it when it
-//! is first full ([`TinyLfu::filled`]). While the window is closed and the bar stands low or such entries
-//! prove dead, a probation entry that went round protected without a hit counts half its
+//! ([`TinyLfu::surged`]); a hit rate still falling as the cache fills restarts it when it
+//! is first full ([`TinyLfu::filled`]). While the window is closed and the bar stands low
+//! or such entries prove dead, a probation entry that went round protected without a hit counts half its
 //! estimate ([`TinyLfu::accesses`]): the favourites of a slowly drifting set die at their
 //! most popular.
 //!
@@ -161,9 +161,12 @@ pub struct TinyLfu {
     /// owner that inserts first calls [`EvictionPolicy::evict`] right after
     /// [`EvictionPolicy::insert`] rebalanced, and the second rebalance cost an evicting put
     /// about 3 ns. Cleared wherever an entry moves or a weight leaves or changes
-    /// ([`TinyLfu::relocate`], [`TinyLfu::untrack`], [`EvictionPolicy::update`]); the
-    /// window's and protected's targets move only in inserts (which rebalance) and in
-    /// evictions (which untrack).
+    /// ([`TinyLfu::relocate`], [`TinyLfu::untrack`], [`EvictionPolicy::update`]) and when
+    /// the cache is first full ([`TinyLfu::filled`]). A rebalance ends at a fixed point of
+    /// the weights and the two targets; the targets move only with the total weight (the
+    /// same places), the climber's share and the admission credit (both in inserts, before
+    /// their rebalance, or in evictions, which untrack) and restarts (the same). Hits
+    /// change none of them.
     balanced: bool,
     /// Set by the first eviction: until then the cache is filling, and entries leaving the
     /// window go straight to probation without a contest.
@@ -331,13 +334,14 @@ impl TinyLfu {
     /// The first eviction: the cache is full. Window overflow from now on waits for a
     /// contest, and hit rates describe a full cache (the climber's and the surge watch's
     /// start over). While a steady workload fills the cache its hit rate only rises; if the
-    /// surge watch saw it fall, the working set changed as the cache filled, and the sketch
-    /// counts the old set: the policy restarts. The surge watch cannot see that change once
-    /// full (its averages start then), nor the climber (its first sample too), and the
-    /// admission regret lowered the bar only slowly at large sizes: the phase cycle with
-    /// Zipf 1.0 at 20,000 entries, whose second set comes as the cache fills, stood at
-    /// 0.992-0.994 of the best peer's hits on four draws of the traces, and 0.995-0.997
-    /// with the restart; no other row of `phase_eval` moved (docs/memory-tier.md).
+    /// surge watch finds it in a fall now (its short average well below its long one), the
+    /// working set changed as the cache filled, and the sketch counts the old set: the
+    /// policy restarts. The surge watch cannot see that change once full (its averages
+    /// start then), nor the climber (its first sample too), and the admission regret
+    /// lowered the bar only slowly at large sizes: the phase cycle with Zipf 1.0 at 20,000
+    /// entries, whose second set comes as the cache fills, stood at 0.992-0.994 of the best
+    /// peer's hits on four draws of the traces, and 0.995-0.997 with the restart; no other
+    /// row of `phase_eval` moved by more than 0.005 (docs/memory-tier.md).
     fn filled(&mut self) {
         self.full = true;
         self.settled_since = Some(self.misses);

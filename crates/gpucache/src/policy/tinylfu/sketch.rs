@@ -224,6 +224,36 @@ mod tests {
     }
 
     #[test]
+    fn a_run_grows_a_counter_two_rows_share_once() {
+        // A key two of whose rows land on one counter (and the other two elsewhere): a run
+        // raises it once per step, as single increments do.
+        let mut s = Sketch::default();
+        s.ensure_capacity(64);
+        let key = (0..1_000_000u64)
+            .map(|k| k.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            .find(|&h| {
+                let slots = s.slots(h);
+                let shared = (0..4)
+                    .flat_map(|a| (a + 1..4).map(move |b| (a, b)))
+                    .filter(|&(a, b)| slots[a] == slots[b])
+                    .count();
+                shared == 1
+            })
+            .expect("some key has exactly two rows on one counter");
+        let mut singles = Sketch::default();
+        singles.ensure_capacity(64);
+        for times in [3, 1, 7, 9] {
+            s.increment(key, times);
+            for _ in 0..times {
+                increment_once_by_the_book(&mut singles, key);
+            }
+            assert_eq!(s.table, singles.table);
+            assert_eq!(s.estimate(key), singles.estimate(key));
+        }
+        assert_eq!(s.estimate(key), MAX_COUNT);
+    }
+
+    #[test]
     fn ages_after_a_sample_of_increments() {
         let mut s = Sketch::default();
         s.ensure_capacity(64);

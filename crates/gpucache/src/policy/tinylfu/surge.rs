@@ -32,8 +32,8 @@
 const FAST_REQUESTS: f64 = 2_500.0;
 /// Requests the long average spans: long enough to hold the workload before a change. (Both
 /// averages start when the cache is first full, as means until they span their windows; the
-/// policy feeds the watch while the cache fills too, for one look at whether the hit rate
-/// fell then, and starts it over at the first eviction: `TinyLfu::filled`.)
+/// policy feeds the watch while the cache fills too, for one look at whether the hit rate is
+/// falling when the cache is first full, and starts it over then: `TinyLfu::filled`.)
 const SLOW_REQUESTS: f64 = 40_000.0;
 /// The short average below this fraction of the long one is a fall. From 0.7 to 0.85 the
 /// same changes are found (`phase_eval`, docs/memory-tier.md); 0.9 fired on the swings of a
@@ -104,7 +104,7 @@ impl Surge {
     }
 
     /// Starts the watch over, armed and with no averages (the cache is now full); returns
-    /// whether the hit rate had fallen.
+    /// whether the hit rate was in a fall (the short average well below the long one).
     pub(super) fn start_over(&mut self) -> bool {
         let fallen = self.fallen;
         *self = Self {
@@ -165,6 +165,22 @@ mod tests {
         feed(&mut s, 5_000, 0.3);
         assert!(!s.fires(2.0));
         assert!(s.fires(2.0 + RISE));
+    }
+
+    #[test]
+    fn starting_over_says_whether_the_rate_was_falling() {
+        let mut s = Surge::default();
+        feed(&mut s, 20_000, 0.7);
+        feed(&mut s, 5_000, 0.3);
+        assert!(s.start_over(), "in a fall");
+        assert!(s.armed() && s.requests == 0.0 && !s.fallen);
+        // A fall that has recovered, or a steady rate, is not one.
+        feed(&mut s, 20_000, 0.7);
+        feed(&mut s, 5_000, 0.3);
+        feed(&mut s, 10_000, 0.7);
+        assert!(!s.start_over(), "recovered");
+        feed(&mut s, 20_000, 0.5);
+        assert!(!s.start_over(), "steady");
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Restarts: deferred on the heels of another, and the second one after a settled
-//! workload's surge.
+//! Restarts: deferred on the heels of another, the second one after a settled workload's
+//! surge, and the one when first full after a fall of the hit rate during the fill.
 
 use super::super::*;
 
