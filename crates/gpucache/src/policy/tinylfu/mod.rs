@@ -33,9 +33,9 @@
 //! at the end of the climber's sample, and again a little later if the old set had settled
 //! ([`TinyLfu::surged`]); a hit rate still falling as the cache fills restarts it when it
 //! is first full ([`TinyLfu::filled`]). While the window is closed and the bar stands low
-//! or such entries prove dead, a probation entry that went round protected without a hit counts half its
-//! estimate ([`TinyLfu::accesses`]): the favourites of a slowly drifting set die at their
-//! most popular.
+//! or such entries prove dead, a probation entry that went round protected without a hit
+//! counts half its estimate ([`TinyLfu::accesses`]): the favourites of a slowly drifting set
+//! die at their most popular.
 //!
 //! Hits are recorded under a shared lock: a hit only bumps the entry's atomic count of
 //! pending hits (saturating) and the policy's striped count of hits (the climber's and the
