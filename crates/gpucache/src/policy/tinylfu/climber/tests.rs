@@ -97,6 +97,22 @@ fn a_clear_fall_at_the_largest_window_refutes_the_hint() {
 }
 
 #[test]
+fn one_sample_below_the_best_is_a_swing_two_refute_the_hint() {
+    // Held at the largest window by the hint, at 51%. One sample three points down, then
+    // back: a swing, and the hint holds.
+    let mut c = hinted_to_the_top();
+    climb_hinted(&mut c, 1, Recency::Pays, |_| 0.48);
+    assert!(!c.pays_refuted);
+    climb_hinted(&mut c, 1, Recency::Pays, |s| 0.5 + 0.01 * s);
+    assert!(!c.pays_refuted);
+    assert_eq!(c.share(), MAX_SHARE);
+    // Two in a row refute it, and the climb comes down.
+    assert_eq!(climb_hinted(&mut c, 2, Recency::Pays, |_| 0.48), 0);
+    assert!(c.pays_refuted);
+    assert!(c.share() < MAX_SHARE, "{}", c.share());
+}
+
+#[test]
 fn a_climb_the_hint_drove_heads_down_once_it_ends() {
     // The hint took the share part of the way up on a flat rate; once it ends, the share
     // it reached is no finding of the climb's: the climb turns down at once, and on a flat
@@ -237,13 +253,18 @@ fn only_a_fall_beyond_the_usual_swing_reverses() {
 /// One sample of [`MIN_SAMPLE`] requests, part by part at the given hit rates, in chunks
 /// as the policy hands them over; returns whether it restarted the climb.
 fn sample_parts(c: &mut Climber, part_rates: [f64; 4]) -> bool {
+    sample_parts_hinted(c, part_rates, Recency::Unproven)
+}
+
+/// [`sample_parts`], with admission regret's hint `recency`.
+fn sample_parts_hinted(c: &mut Climber, part_rates: [f64; 4], recency: Recency) -> bool {
     const CHUNK: u64 = 250;
     let part = part_of(MIN_SAMPLE);
     let mut restarted = false;
     for rate in part_rates {
         let hits = (rate * CHUNK as f64).round() as u64;
         for _ in 0..part / CHUNK {
-            restarted |= c.record(hits, CHUNK - hits, MIN_SAMPLE, Recency::Unproven);
+            restarted |= c.record(hits, CHUNK - hits, MIN_SAMPLE, recency);
         }
     }
     c.validate();
@@ -344,6 +365,39 @@ fn a_climb_the_samples_cannot_measure_slows_down() {
     };
     assert!(!sample_parts(&mut steady, [0.5; 4]));
     assert!((steady.share() - 0.3 - 0.05 * STEP_DECAY).abs() < 1e-9);
+}
+
+#[test]
+fn a_climb_the_hint_drives_keeps_its_step_where_the_samples_cannot_measure_it() {
+    // The samples of the test above, while recency pays: the hint sets the direction, so
+    // the step shrinks by 2% a sample, not by half (halving stalled a drifting set's climb
+    // at half the cache, short of the window it wanted).
+    let mut c = Climber {
+        noise: 0.01,
+        ..climbing()
+    };
+    let mut step = 0.05;
+    for _ in 0..3 {
+        let before = c.share();
+        assert!(!sample_parts_hinted(
+            &mut c,
+            [0.3, 0.7, 0.3, 0.7],
+            Recency::Pays
+        ));
+        step *= STEP_DECAY;
+        assert!((c.share() - before - step).abs() < 1e-9, "{}", c.share());
+    }
+}
+
+#[test]
+fn the_hint_can_take_the_window_to_the_whole_cache() {
+    // A larger window is a little better all the way up: the hint's climb ends at a window
+    // of all the cache (LRU), the bound.
+    let mut c = hinted_to_the_top();
+    assert_eq!(c.share(), 1.0);
+    assert_eq!(c.window_target(12_345), 12_345);
+    climb_hinted(&mut c, 10, Recency::Pays, |s| 0.5 + 0.01 * s);
+    assert_eq!(c.share(), 1.0);
 }
 
 #[test]

@@ -569,6 +569,31 @@ fn an_entry_that_went_round_protected_unhit_counts_half_at_a_closed_window() {
 }
 
 #[test]
+fn a_window_of_the_whole_cache_evicts_as_lru_with_a_second_chance() {
+    // The climber's largest share: every entry stays in the window, main stays empty, and
+    // an eviction takes the window's oldest entry not hit since it came in.
+    let mut p = TinyLfu {
+        climber: Climber::with_share(climber::MAX_SHARE),
+        ..TinyLfu::default()
+    };
+    for id in 0..8 {
+        p.insert(id, u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15), 1);
+    }
+    p.touch(1);
+    assert_eq!(p.queues[Place::Window as usize].len(), 8);
+    assert_eq!(p.evict(), Some(0));
+    assert_eq!(
+        p.evict(),
+        Some(2),
+        "the hit entry went to the window's back"
+    );
+    assert_eq!(p.evict(), Some(3));
+    assert_eq!(p.queues[Place::Window as usize].len(), 5);
+    assert_eq!(p.weights[Place::Window as usize], p.total_weight());
+    p.validate(&|id| matches!(id, 1 | 4..=7));
+}
+
+#[test]
 fn periodic_scans_keep_a_zipf_window_closed() {
     // Zipf 0.8 over 20,000 keys through 2,000 entries, with a scan of 4,000 one-shot keys
     // after every 8,000 requests: frequency alone keeps the popular keys, and the best
