@@ -557,8 +557,8 @@ impl Climber {
     /// sample is taken for a swing, as a fall undone at once is elsewhere in the climb: a
     /// drifting set's rate swings by up to 6 points from one sample to the next at 300
     /// entries, and a single swing had refuted the hint as the climb left a closed window,
-    /// which put the climb off by three samples (drift-0.9@300 0.990 -> 0.991,
-    /// drift-0.7@300 0.995 -> 0.997 of the best peer's hits; docs/memory-tier.md).
+    /// which put the climb off by three samples (drift-0.9@300 0.9902 -> 0.9912,
+    /// drift-0.7@300 0.9947 -> 0.9953 of the best peer's hits; docs/memory-tier.md).
     fn pays(
         &mut self,
         recency: Recency,
