@@ -371,22 +371,60 @@ fn a_climb_the_samples_cannot_measure_slows_down() {
 fn a_climb_the_hint_drives_keeps_its_step_where_the_samples_cannot_measure_it() {
     // The samples of the test above, while recency pays: the hint sets the direction, so
     // the step shrinks by 2% a sample, not by half (halving stalled a drifting set's climb
-    // at half the cache, short of the window it wanted).
+    // at half the cache, short of the window it wanted). Each sample a little lower than
+    // the last, within the error: no speed-up either.
     let mut c = Climber {
         noise: 0.01,
         ..climbing()
     };
     let mut step = 0.05;
-    for _ in 0..3 {
+    for fall in [0.002, 0.004, 0.006] {
         let before = c.share();
         assert!(!sample_parts_hinted(
             &mut c,
-            [0.3, 0.7, 0.3, 0.7],
+            [0.3 - fall, 0.7 - fall, 0.3 - fall, 0.7 - fall],
             Recency::Pays
         ));
         step *= STEP_DECAY;
         assert!((c.share() - before - step).abs() < 1e-9, "{}", c.share());
     }
+}
+
+#[test]
+fn a_climb_the_hint_leads_speeds_up_while_the_rate_holds() {
+    // Climbing under the hint on a flat rate: the first sample keeps the step (less its
+    // usual 2%), each next one that holds doubles it, up to four full steps.
+    let mut c = climbing();
+    let mut step = 0.05;
+    for i in 0..4 {
+        let before = c.share();
+        assert!(!sample_parts_hinted(&mut c, [0.5; 4], Recency::Pays));
+        step *= STEP_DECAY;
+        if i > 0 {
+            step = (2.0 * step).min(MAX_HINTED_STEP);
+        }
+        assert!(
+            (c.share() - before - step).abs() < 1e-9,
+            "sample {i}: {}",
+            c.share()
+        );
+    }
+    assert_eq!(step, MAX_HINTED_STEP);
+    // A sample a point lower (within the swing: the climb goes on) stops the speed-up, and
+    // the next that holds only starts it again.
+    let mut c = climbing();
+    for rate in [0.5, 0.49, 0.49] {
+        sample_parts_hinted(&mut c, [rate; 4], Recency::Pays);
+    }
+    let before = c.share();
+    sample_parts_hinted(&mut c, [0.49; 4], Recency::Pays);
+    assert!(c.share() - before < 0.05, "{} -> {}", before, c.share());
+    // Without the hint the same flat samples only shrink the step.
+    let mut plain = climbing();
+    for _ in 0..3 {
+        sample_parts(&mut plain, [0.5; 4]);
+    }
+    assert!(plain.share() < 0.3 + 3.0 * 0.05, "{}", plain.share());
 }
 
 #[test]
