@@ -6,8 +6,8 @@
 //! more than a fraction of its usual swing, and the step shrinks each sample so the share
 //! settles. A large change of hit rate (a new workload) restarts with a full step in the
 //! same direction (its fall is the workload's doing, not the step's).
-//! Recency-heavy workloads climb to a large window (at all the cache, LRU), frequency-heavy
-//! ones, loops and scans to a small one (nearly LFU).
+//! Recency-heavy workloads climb to a large window (nearly LRU), frequency-heavy ones, loops
+//! and scans to a small one (nearly LFU).
 //!
 //! "Large" is relative to how much the hit rate usually moves from one sample to the next.
 //! Workloads with a period of their own (a loop a few times the cache, scans every so many
@@ -35,8 +35,9 @@
 //!
 //! Admission regret hints at recency ([`Recency`]): where it pays, the climb points to a
 //! larger window, unless the climb's own samples refute it by a clear fall (two samples in
-//! a row), and once the hint ends the climb heads back down; where it only may (a lean), a climber resting at the
-//! smallest window takes a step up and hill climbing decides from there.
+//! a row), and once the hint ends the climb heads back down; where it only may (a lean), a
+//! climber resting at the smallest window takes a step up and hill climbing decides from
+//! there.
 //!
 //! The hit rates count every hit, those of entries whose pending count has saturated too
 //! (but for the few that threads sharing a stripe of the policy's count may overwrite). They
@@ -48,25 +49,25 @@ use super::regret::Recency;
 
 /// The window's share of the tracked weight at start: TinyLFU's usual 1%.
 pub(super) const INITIAL_SHARE: f64 = 0.01;
-/// Bounds of the share. At the upper one the window is the whole cache and the policy is
-/// LRU (with a second chance for entries hit since they last passed the front): only the
-/// hint that recency pays takes a climb that high ([`Climber::pays`]), and only where the
-/// samples never show a fall on the way. A Zipf sliding through 300 entries, whose keys stay
-/// popular for under two of the sketch's aging periods, wants a window of nearly all the
-/// cache (held at 97% for the whole trace: 1.005 of the best peer's hits; at 80%, the bound
-/// before, 0.993: docs/memory-tier.md).
+/// Bounds of the share. The upper one leaves main room to hold protected entries, and keeps
+/// contests running: they are admission regret's evidence, so at a window of all the cache
+/// (LRU) the hint that recency pays, which alone takes a climb that high, could never lapse
+/// (a drift at 100 entries then a loop over 120 keys stayed at LRU without a hit). A
+/// window held at 97% for a whole drift at 300 entries has 1.005 of the best peer's hits,
+/// at 80% 0.993, but from 99% a climb after a drift came down to a loop's closed window
+/// more slowly (the loop's hits over 200,000 requests, 8 hash seeds: 31,000-103,000 against
+/// 54,000-116,000 from 80%; docs/memory-tier.md).
 pub(super) const MIN_SHARE: f64 = 0.0;
-pub(super) const MAX_SHARE: f64 = 1.0;
+pub(super) const MAX_SHARE: f64 = 0.8;
 /// First step, as a share of the tracked weight.
 const STEP: f64 = 0.0625;
 /// Each sample the step is multiplied by this.
 const STEP_DECAY: f64 = 0.98;
 /// The largest step of a climb the hint that recency pays leads: it doubles on each
 /// sample that, like the one before, moved the share and did not lower the hit rate
-/// ([`Climber::pays`]). A drifting set at 300 entries climbs from a closed window to all the
-/// cache; at a step of [`STEP`] that took 16 samples of 5,000 requests, most of the trace's
-/// first half, at windows too small for it (drift-0.9@300 0.991 -> 0.995 of the best peer's
-/// hits; docs/memory-tier.md).
+/// ([`Climber::pays`]). A drifting set at 300 entries climbs from a closed window to the
+/// largest; at steps of [`STEP`] or less that took a dozen samples of 5,000 requests or more,
+/// at windows too small for it (docs/memory-tier.md, *The hint's climb*).
 const MAX_HINTED_STEP: f64 = 4.0 * STEP;
 /// A change of hit rate at least this large, and at least [`RESTART_OVER_NOISE`] times the
 /// usual change, restarts the climb with a full step.
@@ -96,9 +97,8 @@ const REVERSE_OVER_ERROR: f64 = 2.0;
 /// while the hint that recency pays drives the climb ([`Climber::pays`]): the hint, not the
 /// samples, sets its direction then, and its own refutation ends it, while halving stalled
 /// it short of where the hint led (a Zipf sliding through 300 entries: the climb came to
-/// rest at a window of 51%, where 97% is better by 0.7 points, too little for a sample to
-/// measure; 0.986 -> 0.990 of the best peer's hits with this and the largest window at all
-/// the cache).
+/// rest at a window of 51%, where 80% is better by a point, too little for a sample to
+/// measure).
 /// Without it, a climb turned by an early fall (Zipf 1.0 with scans at 5,000 entries: a
 /// scan read as a change of workload at the second sample) kept
 /// its direction through every later sample, whose falls stood within the error, up to
@@ -366,6 +366,8 @@ impl Climber {
         // their rates the best of a climb.
         self.last_error = 0.0;
         self.run_best = None;
+        self.fell_from_best = false;
+        self.held_under_hint = false;
     }
 
     /// Counts requests into the current part of the sample; returns whether the last
@@ -502,10 +504,12 @@ impl Climber {
             // band (phase cycles at 20,000 entries over 2,000,000 requests: up to 0.04 of
             // the best peer's hits; docs/memory-tier.md). From the largest window, a full step
             // (as a climber resting there without the hint takes).
+            // (The hint's climb may have doubled its step: heading down, no more than a
+            // full one.)
             self.step = if self.share >= MAX_SHARE {
                 -STEP
             } else {
-                -self.step.abs()
+                -self.step.abs().min(STEP)
             };
         }
         // A lean does not lift on a restart: at a bound a restart keeps its place (above).
@@ -578,8 +582,7 @@ impl Climber {
     /// sample is taken for a swing, as a fall undone at once is elsewhere in the climb: a
     /// drifting set's rate swings by up to 6 points from one sample to the next at 300
     /// entries, and a single swing had refuted the hint as the climb left a closed window,
-    /// which put the climb off by three samples (drift-0.9@300 0.9902 -> 0.9912,
-    /// drift-0.7@300 0.9947 -> 0.9953 of the best peer's hits; docs/memory-tier.md).
+    /// which put the climb off by three samples (docs/memory-tier.md, *The hint's climb*).
     fn pays(
         &mut self,
         recency: Recency,
@@ -656,6 +659,11 @@ impl Climber {
             self.share
         );
         assert_eq!(self.fraction, fraction_of(self.share), "window fraction");
+        assert!(
+            self.step.is_finite() && self.step.abs() <= MAX_HINTED_STEP,
+            "step {}",
+            self.step
+        );
         assert!(
             self.noise.is_finite() && (0.0..=1.0).contains(&self.noise),
             "noise {}",

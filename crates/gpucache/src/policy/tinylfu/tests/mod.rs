@@ -569,31 +569,6 @@ fn an_entry_that_went_round_protected_unhit_counts_half_at_a_closed_window() {
 }
 
 #[test]
-fn a_window_of_the_whole_cache_evicts_as_lru_with_a_second_chance() {
-    // The climber's largest share: every entry stays in the window, main stays empty, and
-    // an eviction takes the window's oldest entry not hit since it came in.
-    let mut p = TinyLfu {
-        climber: Climber::with_share(climber::MAX_SHARE),
-        ..TinyLfu::default()
-    };
-    for id in 0..8 {
-        p.insert(id, u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15), 1);
-    }
-    p.touch(1);
-    assert_eq!(p.queues[Place::Window as usize].len(), 8);
-    assert_eq!(p.evict(), Some(0));
-    assert_eq!(
-        p.evict(),
-        Some(2),
-        "the hit entry went to the window's back"
-    );
-    assert_eq!(p.evict(), Some(3));
-    assert_eq!(p.queues[Place::Window as usize].len(), 5);
-    assert_eq!(p.weights[Place::Window as usize], p.total_weight());
-    p.validate(&|id| matches!(id, 1 | 4..=7));
-}
-
-#[test]
 fn periodic_scans_keep_a_zipf_window_closed() {
     // Zipf 0.8 over 20,000 keys through 2,000 entries, with a scan of 4,000 one-shot keys
     // after every 8,000 requests: frequency alone keeps the popular keys, and the best
@@ -760,4 +735,29 @@ fn an_eviction_rebalances_after_an_update() {
         p.weights[Place::Window as usize]
     );
     p.validate(&|_| true);
+}
+
+#[test]
+fn after_a_drift_a_loop_closes_the_window_again() {
+    // A drift through 100 entries opens the window to the largest share; then a loop over
+    // 120 keys, where LRU hits nothing and a closed window about 80%. Contests keep running
+    // at the largest share, so admission regret's hint can lapse and the climb come down.
+    // (At a window of all the cache no contest ran, the hint never lapsed, and every run
+    // stayed LRU: no hit in the loop.)
+    let (mut closed, mut lowest) = (0, u64::MAX);
+    for seed in 1..=8u64 {
+        let mut x = seed * 7919;
+        let drift = drifting(zipf_ranks(&mut x, 150_000, 1000), 10);
+        let mut p = TinyLfu::default();
+        let drift_hits = replay(&mut p, &drift, 100);
+        assert_eq!(p.window_share(), climber::MAX_SHARE, "seed {seed}");
+        let mut keys = drift;
+        keys.extend((0..200_000u64).map(|i| 10_000_000 + i % 120));
+        let mut p = TinyLfu::default();
+        let loop_hits = (replay(&mut p, &keys, 100) - drift_hits) as u64;
+        lowest = lowest.min(loop_hits);
+        closed += usize::from(p.window_share() < 0.1);
+    }
+    assert!(lowest > 50_000, "a run's loop hit {lowest} of 200,000");
+    assert!(closed >= 6, "{closed} of 8 runs closed the window again");
 }
