@@ -12,8 +12,8 @@
 //! entry hit again moves to protected; protected overflows back into probation. So one-hit
 //! wonders and scans pass through the window without displacing the popular entries, a loop
 //! larger than the cache keeps a stable part of itself resident, and a hill climber
-//! ([`climber`]) widens the window when recency pays (nearly LRU) and narrows it when
-//! frequency does (nearly LFU). With unequal weights the victim may instead be a heavier
+//! ([`climber`]) widens the window when recency pays (up to all the cache: LRU) and narrows
+//! it when frequency does (nearly LFU). With unequal weights the victim may instead be a heavier
 //! probation entry near the front that the oldest one dominates (heavier, requested no more
 //! often: [`TinyLfu::heavier_victim`]), and each access counts for the mean weight plus the
 //! entry's own ([`TinyLfu::worth_scale`]: the contest keeps what adds more to hits times
@@ -328,6 +328,10 @@ impl TinyLfu {
             .record(hits, misses, 10 * len, self.regret.recency())
         {
             self.restart();
+            // A new workload: what admission regret learnt of the old one no longer holds,
+            // as at a surge. Its hint that recency pays may have taken the window to all
+            // the cache, where no contest runs and nothing else would end it (`MAX_SHARE`).
+            self.regret.reset_bias();
         }
     }
 
@@ -697,7 +701,8 @@ impl EvictionPolicy for TinyLfu {
                     continue;
                 }
                 (None, Some(v)) => v,
-                // Only the window holds entries (its share may be zero while tiny).
+                // Only the window holds entries: its share is all the cache (LRU), or zero
+                // while the cache is tiny.
                 (None, None) => self.settle_front(Place::Window)?,
             };
             self.untrack(loser);

@@ -26,7 +26,8 @@
 //! pays, and a slow average of the bias at [`LEAN_BIAS`] or more that it may
 //! ([`Regret::recency`]). A bias rising while the hit rate has fallen is a
 //! change of working set ([`super::surge`]): the policy restarts and the bias starts again
-//! from neutral ([`Regret::reset_bias`]).
+//! from neutral ([`Regret::reset_bias`]), as it does when the window's climber restarts on
+//! a sharp fall of the hit rate.
 //!
 //! The displaced losers also tell whether protected holds dead entries
 //! ([`Regret::stale_entries_die`]): those that had gone round protected without a hit

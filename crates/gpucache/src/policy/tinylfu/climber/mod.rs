@@ -6,8 +6,8 @@
 //! more than a fraction of its usual swing, and the step shrinks each sample so the share
 //! settles. A large change of hit rate (a new workload) restarts with a full step in the
 //! same direction (its fall is the workload's doing, not the step's).
-//! Recency-heavy workloads climb to a large window (nearly LRU), frequency-heavy ones, loops
-//! and scans to a small one (nearly LFU).
+//! Recency-heavy workloads climb to a large window (at all the cache, LRU), frequency-heavy
+//! ones, loops and scans to a small one (nearly LFU).
 //!
 //! "Large" is relative to how much the hit rate usually moves from one sample to the next.
 //! Workloads with a period of their own (a loop a few times the cache, scans every so many
@@ -49,25 +49,27 @@ use super::regret::Recency;
 
 /// The window's share of the tracked weight at start: TinyLFU's usual 1%.
 pub(super) const INITIAL_SHARE: f64 = 0.01;
-/// Bounds of the share. The upper one leaves main room to hold protected entries, and keeps
-/// contests running: they are admission regret's evidence, so at a window of all the cache
-/// (LRU) the hint that recency pays, which alone takes a climb that high, could never lapse
-/// (a drift at 100 entries then a loop over 120 keys stayed at LRU without a hit). A
-/// window held at 97% for a whole drift at 300 entries has 1.005 of the best peer's hits,
-/// at 80% 0.993, but from 99% a climb after a drift came down to a loop's closed window
-/// more slowly (the loop's hits over 200,000 requests, 8 hash seeds: 31,000-103,000 against
-/// 54,000-116,000 from 80%; docs/memory-tier.md).
+/// Bounds of the share. At the upper one the window is all the cache and the policy is LRU
+/// (with a second chance for entries hit since they last passed the front). A Zipf sliding
+/// through 300 entries wants nearly that (a window held at 97% for the whole trace: 1.005
+/// of the best peer's hits; at 80%, the bound before, 0.993). No contest runs there, so
+/// admission regret, whose evidence is the contests' losers, learns nothing: the hint that
+/// recency pays that took the climb there lapses when the climber restarts on a change of
+/// workload ([`TinyLfu::count_miss`](super::TinyLfu) resets the regret's bias then), and a
+/// slower fall from the climb's best refutes it ([`Climber::pays`]). Without the reset a
+/// drift at 100 entries followed by a loop over 120 keys stayed LRU with no hit.
 pub(super) const MIN_SHARE: f64 = 0.0;
-pub(super) const MAX_SHARE: f64 = 0.8;
+pub(super) const MAX_SHARE: f64 = 1.0;
 /// First step, as a share of the tracked weight.
 const STEP: f64 = 0.0625;
 /// Each sample the step is multiplied by this.
 const STEP_DECAY: f64 = 0.98;
 /// The largest step of a climb the hint that recency pays leads: it doubles on each
 /// sample that, like the one before, moved the share and did not lower the hit rate
-/// ([`Climber::pays`]). A drifting set at 300 entries climbs from a closed window to the
-/// largest; at steps of [`STEP`] or less that took a dozen samples of 5,000 requests or more,
-/// at windows too small for it (docs/memory-tier.md, *The hint's climb*).
+/// ([`Climber::pays`]). A drifting set at 300 entries climbs from a closed window to all
+/// the cache; at steps of [`STEP`] or less that took 16 samples of 5,000 requests, most of
+/// the trace's first half, at windows too small for it (docs/memory-tier.md, *The hint's
+/// climb*).
 const MAX_HINTED_STEP: f64 = 4.0 * STEP;
 /// A change of hit rate at least this large, and at least [`RESTART_OVER_NOISE`] times the
 /// usual change, restarts the climb with a full step.
@@ -97,7 +99,7 @@ const REVERSE_OVER_ERROR: f64 = 2.0;
 /// while the hint that recency pays drives the climb ([`Climber::pays`]): the hint, not the
 /// samples, sets its direction then, and its own refutation ends it, while halving stalled
 /// it short of where the hint led (a Zipf sliding through 300 entries: the climb came to
-/// rest at a window of 51%, where 80% is better by a point, too little for a sample to
+/// rest at a window of 51%, where 97% is better by 0.7 points, too little for a sample to
 /// measure).
 /// Without it, a climb turned by an early fall (Zipf 1.0 with scans at 5,000 entries: a
 /// scan read as a change of workload at the second sample) kept

@@ -739,12 +739,12 @@ fn an_eviction_rebalances_after_an_update() {
 
 #[test]
 fn after_a_drift_a_loop_closes_the_window_again() {
-    // A drift through 100 entries opens the window to the largest share; then a loop over
-    // 120 keys, where LRU hits nothing and a closed window about 80%. Contests keep running
-    // at the largest share, so admission regret's hint can lapse and the climb come down.
-    // (At a window of all the cache no contest ran, the hint never lapsed, and every run
-    // stayed LRU: no hit in the loop.)
-    let (mut closed, mut lowest) = (0, u64::MAX);
+    // A drift through 100 entries opens the window to all the cache (LRU); then a loop over
+    // 120 keys, where LRU hits nothing and a closed window about 80%. No contest runs at a
+    // window of all the cache, so admission regret's hint that recency pays cannot lapse
+    // by itself: the climber's restart on the loop's fall resets the regret's bias, and the
+    // climb comes down. (Without that, every run stayed LRU: no hit in the loop.)
+    let mut lowest = u64::MAX;
     for seed in 1..=8u64 {
         let mut x = seed * 7919;
         let drift = drifting(zipf_ranks(&mut x, 150_000, 1000), 10);
@@ -756,8 +756,7 @@ fn after_a_drift_a_loop_closes_the_window_again() {
         let mut p = TinyLfu::default();
         let loop_hits = (replay(&mut p, &keys, 100) - drift_hits) as u64;
         lowest = lowest.min(loop_hits);
-        closed += usize::from(p.window_share() < 0.1);
+        assert!(p.window_share() < 0.1, "seed {seed}: {}", p.window_share());
     }
-    assert!(lowest > 50_000, "a run's loop hit {lowest} of 200,000");
-    assert!(closed >= 6, "{closed} of 8 runs closed the window again");
+    assert!(lowest > 80_000, "a run's loop hit {lowest} of 200,000");
 }
