@@ -104,6 +104,14 @@ const RESTART_SPACING: u64 = 2;
 /// measured alike; at 3 the phase change with Zipf 0.8 at 20,000 entries and the phase
 /// cycle at 10,000 lost their gains (docs/memory-tier.md).
 const SETTLED_TURNOVERS: u64 = 2;
+/// Probes in a row without a contest at a window of all the cache before admission regret's
+/// hint that recency pays lapses ([`TinyLfu::lapse_unrenewed_hint`]): 32 misses per tracked
+/// entry (a probe every eighth of them), four or more of the climber's samples. After one
+/// probe, the climb stepped down from all the cache every sample and a drift at 300
+/// entries lost 0.002 of the best peer's hits; this many keep a drift there, and a loop or
+/// a settled Zipf after a drift still comes down within about 20,000 requests at 100
+/// entries.
+const UNRENEWED_HINT_PROBES: u64 = 256;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 enum Place {
@@ -184,6 +192,13 @@ pub struct TinyLfu {
     /// then at each surge ([`TinyLfu::surged`]).
     settled_since: Option<u64>,
     misses_since_probe: u64,
+    /// [`Regret::contest_seq`] at the last probe.
+    ///
+    /// [`Regret::contest_seq`]: regret::Regret::contest_seq
+    contests_at_probe: u32,
+    /// Probes in a row at a window of all the cache without a contest
+    /// ([`TinyLfu::lapse_unrenewed_hint`]).
+    uncontested_probes: u64,
     /// The weight of the first entry inserted, and whether any entry since weighed
     /// otherwise: while every weight is equal nothing can be [`dominated`], so the size
     /// rules are skipped (unit-weight caches pay nothing for them).
@@ -321,6 +336,7 @@ impl TinyLfu {
         let hits = counted.wrapping_sub(self.hits_at_probe);
         self.hits_at_probe = counted;
         let misses = std::mem::take(&mut self.misses_since_probe);
+        self.lapse_unrenewed_hint();
         self.surge.record(hits, misses);
         self.regret.observe();
         if self
@@ -328,10 +344,28 @@ impl TinyLfu {
             .record(hits, misses, 10 * len, self.regret.recency())
         {
             self.restart();
-            // A new workload: what admission regret learnt of the old one no longer holds,
-            // as at a surge. Its hint that recency pays may have taken the window to all
-            // the cache, where no contest runs and nothing else would end it (`MAX_SHARE`).
-            self.regret.reset_bias();
+        }
+    }
+
+    /// At a window of all the cache no contest runs, so admission regret, whose evidence is
+    /// the contests' losers, cannot renew or end its hint that recency pays, which took the
+    /// climb there: after [`UNRENEWED_HINT_PROBES`] probes in a row without a contest the
+    /// hint lapses ([`Regret::lapse_recency`]), the climb takes a step down, contests run
+    /// again, and the hint comes back if recency still pays. Without it, once a drift had
+    /// taken the window to all the cache, a loop or a settled Zipf that followed stayed LRU
+    /// (docs/memory-tier.md, *The hint's climb*).
+    ///
+    /// [`Regret::lapse_recency`]: regret::Regret::lapse_recency
+    fn lapse_unrenewed_hint(&mut self) {
+        let contests = self.regret.contest_seq();
+        let contested = std::mem::replace(&mut self.contests_at_probe, contests) != contests;
+        if contested || self.climber.share() < climber::MAX_SHARE {
+            self.uncontested_probes = 0;
+            return;
+        }
+        self.uncontested_probes += 1;
+        if self.uncontested_probes > UNRENEWED_HINT_PROBES {
+            self.regret.lapse_recency();
         }
     }
 

@@ -26,8 +26,7 @@
 //! pays, and a slow average of the bias at [`LEAN_BIAS`] or more that it may
 //! ([`Regret::recency`]). A bias rising while the hit rate has fallen is a
 //! change of working set ([`super::surge`]): the policy restarts and the bias starts again
-//! from neutral ([`Regret::reset_bias`]), as it does when the window's climber restarts on
-//! a sharp fall of the hit rate.
+//! from neutral ([`Regret::reset_bias`]).
 //!
 //! The displaced losers also tell whether protected holds dead entries
 //! ([`Regret::stale_entries_die`]): those that had gone round protected without a hit
@@ -333,6 +332,20 @@ impl Regret {
         } else {
             (self.bias - step * (1.0 - self.displaced_share)).max(MIN_BIAS)
         };
+        self.credit = credit_of(self.bias);
+    }
+
+    /// How many contests have ended (wrapping): the owner compares two readings to tell
+    /// whether any contest ran in between.
+    pub(super) fn contest_seq(&self) -> u32 {
+        self.seq
+    }
+
+    /// Lowers the bias to just under [`RECENCY_BIAS`], ending the hint that recency pays
+    /// where no contest can renew it (a window of all the cache: `TinyLfu::count_miss`).
+    /// Once contests run again, returning rejected keys raise it back if recency still pays.
+    pub(super) fn lapse_recency(&mut self) {
+        self.bias = self.bias.min(RECENCY_BIAS - STEP);
         self.credit = credit_of(self.bias);
     }
 

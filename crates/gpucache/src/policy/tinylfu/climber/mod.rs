@@ -53,11 +53,9 @@ pub(super) const INITIAL_SHARE: f64 = 0.01;
 /// (with a second chance for entries hit since they last passed the front). A Zipf sliding
 /// through 300 entries wants nearly that (a window held at 97% for the whole trace: 1.005
 /// of the best peer's hits; at 80%, the bound before, 0.993). No contest runs there, so
-/// admission regret, whose evidence is the contests' losers, learns nothing: the hint that
-/// recency pays that took the climb there lapses when the climber restarts on a change of
-/// workload ([`TinyLfu::count_miss`](super::TinyLfu) resets the regret's bias then), and a
-/// slower fall from the climb's best refutes it ([`Climber::pays`]). Without the reset a
-/// drift at 100 entries followed by a loop over 120 keys stayed LRU with no hit.
+/// admission regret learns nothing: its hint that recency pays, which alone takes a climb
+/// that high, lapses after a while without contests (`TinyLfu::lapse_unrenewed_hint`), and
+/// a fall from the climb's best refutes it sooner ([`Climber::pays`]).
 pub(super) const MIN_SHARE: f64 = 0.0;
 pub(super) const MAX_SHARE: f64 = 1.0;
 /// First step, as a share of the tracked weight.
@@ -66,7 +64,7 @@ const STEP: f64 = 0.0625;
 const STEP_DECAY: f64 = 0.98;
 /// The largest step of a climb the hint that recency pays leads: it doubles on each
 /// sample that, like the one before, moved the share and did not lower the hit rate
-/// ([`Climber::pays`]). A drifting set at 300 entries climbs from a closed window to all
+/// ([`Climber::adjust`]). A drifting set at 300 entries climbs from a closed window to all
 /// the cache; at steps of [`STEP`] or less that took 16 samples of 5,000 requests, most of
 /// the trace's first half, at windows too small for it (docs/memory-tier.md, *The hint's
 /// climb*).

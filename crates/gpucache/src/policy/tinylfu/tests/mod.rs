@@ -738,25 +738,42 @@ fn an_eviction_rebalances_after_an_update() {
 }
 
 #[test]
-fn after_a_drift_a_loop_closes_the_window_again() {
-    // A drift through 100 entries opens the window to all the cache (LRU); then a loop over
-    // 120 keys, where LRU hits nothing and a closed window about 80%. No contest runs at a
-    // window of all the cache, so admission regret's hint that recency pays cannot lapse
-    // by itself: the climber's restart on the loop's fall resets the regret's bias, and the
-    // climb comes down. (Without that, every run stayed LRU: no hit in the loop.)
-    let mut lowest = u64::MAX;
+fn after_a_drift_a_loop_or_a_settled_set_closes_the_window_again() {
+    // A drift through 100 entries opens the window to all the cache (LRU). Then either a
+    // loop over 120 keys, where LRU hits nothing and a closed window about 80%, or the same
+    // Zipf that stops sliding, where frequency pays again. No contest runs at a window of
+    // all the cache, so admission regret's hint that recency pays is not renewed and lapses
+    // (`TinyLfu::lapse_unrenewed_hint`), and the climb comes down. (Without the lapse a run
+    // stayed LRU through the whole loop, without a hit.)
+    let (mut loop_lowest, mut settled_widest) = (u64::MAX, 0.0f64);
     for seed in 1..=8u64 {
         let mut x = seed * 7919;
         let drift = drifting(zipf_ranks(&mut x, 150_000, 1000), 10);
         let mut p = TinyLfu::default();
         let drift_hits = replay(&mut p, &drift, 100);
         assert_eq!(p.window_share(), climber::MAX_SHARE, "seed {seed}");
-        let mut keys = drift;
-        keys.extend((0..200_000u64).map(|i| 10_000_000 + i % 120));
+        let mut looped = drift.clone();
+        looped.extend((0..200_000u64).map(|i| 10_000_000 + i % 120));
         let mut p = TinyLfu::default();
-        let loop_hits = (replay(&mut p, &keys, 100) - drift_hits) as u64;
-        lowest = lowest.min(loop_hits);
+        loop_lowest = loop_lowest.min((replay(&mut p, &looped, 100) - drift_hits) as u64);
         assert!(p.window_share() < 0.1, "seed {seed}: {}", p.window_share());
+        let mut settled = drift;
+        let base = 150_000 / 10;
+        settled.extend(
+            zipf_ranks(&mut x, 200_000, 1000)
+                .into_iter()
+                .map(|r| base + r),
+        );
+        let mut p = TinyLfu::default();
+        replay(&mut p, &settled, 100);
+        settled_widest = settled_widest.max(p.window_share());
     }
-    assert!(lowest > 80_000, "a run's loop hit {lowest} of 200,000");
+    assert!(
+        loop_lowest > 115_000,
+        "a run's loop hit {loop_lowest} of 200,000"
+    );
+    assert!(
+        settled_widest < 0.9,
+        "a settled run ended at {settled_widest}"
+    );
 }
