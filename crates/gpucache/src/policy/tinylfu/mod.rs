@@ -321,8 +321,9 @@ impl TinyLfu {
     /// Counts a miss; every so many misses hands the hits and misses since the last probe
     /// to the climber and to the surge watch (which starts over when the cache is first
     /// full: [`TinyLfu::filled`]); each probe also moves admission regret's slow average of
-    /// its bias ([`Regret::observe`]). Hits alone cannot drive the count: they arrive under
-    /// a shared lock.
+    /// its bias ([`Regret::observe`]) and lets a hint that no contest renews lapse
+    /// ([`TinyLfu::lapse_unrenewed_hint`]). Hits alone cannot drive the count: they arrive
+    /// under a shared lock.
     fn count_miss(&mut self, len: u64) {
         self.misses_since_probe += 1;
         self.misses += 1;
