@@ -108,9 +108,9 @@ const SETTLED_TURNOVERS: u64 = 2;
 /// hint that recency pays lapses ([`TinyLfu::lapse_unrenewed_hint`]): 32 misses per tracked
 /// entry (a probe every eighth of them), four or more of the climber's samples. After one
 /// probe, the climb stepped down from all the cache every sample and a drift at 300
-/// entries lost 0.002 of the best peer's hits; this many keep a drift there, and a loop or
-/// a settled Zipf after a drift still comes down within about 20,000 requests at 100
-/// entries.
+/// entries lost 0.001 of the best peer's hits; after this many a drift keeps its window,
+/// and a loop or a settled Zipf after a drift still closes it again (the test
+/// `after_a_drift_a_loop_or_a_settled_set_closes_the_window_again`).
 const UNRENEWED_HINT_PROBES: u64 = 256;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

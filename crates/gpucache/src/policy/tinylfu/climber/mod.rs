@@ -53,9 +53,9 @@ pub(super) const INITIAL_SHARE: f64 = 0.01;
 /// (with a second chance for entries hit since they last passed the front). A Zipf sliding
 /// through 300 entries wants nearly that (a window held at 97% for the whole trace: 1.005
 /// of the best peer's hits; at 80%, the bound before, 0.993). No contest runs there, so
-/// admission regret learns nothing: its hint that recency pays, which alone takes a climb
-/// that high, lapses after a while without contests (`TinyLfu::lapse_unrenewed_hint`), and
-/// a fall from the climb's best refutes it sooner ([`Climber::pays`]).
+/// admission regret learns nothing: a hint that recency pays holding the climb there lapses
+/// after a while without contests (`TinyLfu::lapse_unrenewed_hint`), and a fall from the
+/// climb's best refutes it sooner ([`Climber::pays`]).
 pub(super) const MIN_SHARE: f64 = 0.0;
 pub(super) const MAX_SHARE: f64 = 1.0;
 /// First step, as a share of the tracked weight.
