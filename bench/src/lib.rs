@@ -5,6 +5,7 @@ pub mod belady;
 pub mod child;
 pub mod disk;
 pub mod gl;
+pub mod heldout;
 pub mod replay;
 pub mod selfcheck;
 pub mod throttle;

@@ -85,7 +85,7 @@ impl Zipf {
 }
 
 /// Scatters ranks over the key space so that popularity is not ordered by key value.
-fn key_of(space: u64, rank: usize) -> u64 {
+pub(crate) fn key_of(space: u64, rank: usize) -> u64 {
     (rank as u64 ^ (space << 48)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 

@@ -8,7 +8,9 @@
 //! and cached in FILE (default /tmp/phase_peers.txt; moka varies run to run, and a cache
 //! keeps the comparison of two builds fair; with `--requests N`, traces of N requests
 //! rather than 200,000, and FILE /tmp/phase_peers_N.txt; with `--trace-seed K`, other draws
-//! of the random traces, FILE /tmp/phase_peers_N_tK.txt). With `--base`, each row is printed beside the
+//! of the random traces, FILE /tmp/phase_peers_N_tK.txt). `--extra` replays the held-out
+//! families instead ([`gpucache_bench::heldout`]: shapes not tuned on; peers files named
+//! `phase_peers_extra...`). With `--base`, each row is printed beside the
 //! ratio of a previous run's output (its stdout saved to FILE), rows lower by more than 0.003
 //! are marked WORSE, and the geometric means are compared. `--series NAME@CAP [--seed S]`
 //! prints instead the hit rate per 5,000 requests of ours, moka and quick_cache on that trace.
@@ -52,9 +54,18 @@ fn trace_seed() -> u64 {
     arg("--trace-seed").map_or(0, |s| s.parse().expect("a number"))
 }
 
+/// `--extra`: the held-out families ([`gpucache_bench::heldout`]) instead of the usual set,
+/// with their own peers file.
+fn extra() -> bool {
+    std::env::args().any(|a| a == "--extra")
+}
+
 fn traces(cap: usize) -> Vec<Trace> {
     let n = requests();
     let k = trace_seed();
+    if extra() {
+        return gpucache_bench::heldout::extra(n, cap, k);
+    }
     vec![
         phase_change(0.8, n, cap, 15 + k),
         phase_change(1.0, n, cap, 15 + k),
@@ -127,10 +138,12 @@ fn main() {
         return;
     }
     let seeds: u64 = arg("--seeds").map_or(8, |s| s.parse().expect("a number"));
+    let set = if extra() { "extra_" } else { "" };
     let peers_file = arg("--peers").unwrap_or_else(|| match (requests(), trace_seed()) {
+        (REQUESTS, 0) if extra() => "/tmp/phase_peers_extra.txt".into(),
         (REQUESTS, 0) => "/tmp/phase_peers.txt".into(),
-        (n, 0) => format!("/tmp/phase_peers_{n}.txt"),
-        (n, k) => format!("/tmp/phase_peers_{n}_t{k}.txt"),
+        (n, 0) => format!("/tmp/phase_peers_{set}{n}.txt"),
+        (n, k) => format!("/tmp/phase_peers_{set}{n}_t{k}.txt"),
     });
     let only = arg("--only");
     let caps: Vec<usize> = arg("--caps").map_or(vec![100, 300, 1000, 5000], |s| {
