@@ -3,7 +3,15 @@
 
 use super::super::tests::probation_of;
 use super::super::*;
-use super::{dominated, LONG_VICTIM_SCAN, VICTIM_SKIP_LEN};
+use super::{dominated, outweighed, LONG_VICTIM_SCAN, VICTIM_SKIP_LEN};
+
+/// [`probation_of`] with the front (id 0) estimated two accesses more than the rest, so that
+/// lighter-per-access entries behind it are outweighed.
+fn probation_behind_a_popular_front(weights: &[u64]) -> TinyLfu {
+    let mut p = probation_of(weights);
+    p.sketch.increment(1000, 2);
+    p
+}
 
 /// A policy with `n` entries of weight 10 inserted (ids `0..n`, key hashes `1000 + id`).
 fn inserted(n: EntryId) -> TinyLfu {
@@ -101,26 +109,35 @@ fn equal_weights_never_trigger_the_size_rule() {
         for f in 0..20u64 {
             for fo in 0..20u64 {
                 assert!(!dominated(w, f, w, fo), "{w} {f} {fo}");
+                assert!(!outweighed(w, f, w, fo), "{w} {f} {fo}");
             }
         }
     }
     assert!(dominated(2, 3, 1, 3));
     assert!(!dominated(2, 4, 1, 3));
     assert!(!dominated(1, 0, 2, 3));
+    // Outweighed needs strictly fewer accesses: a tie is no evidence.
+    assert!(outweighed(2, 2, 1, 3));
+    assert!(!outweighed(2, 3, 1, 3));
+    assert!(!outweighed(1, 0, 2, 3));
 }
 
 #[test]
-fn a_heavier_dominated_entry_is_evicted_before_the_front() {
+fn a_heavier_entry_goes_before_the_front_only_if_requested_less() {
     let mut p = probation_of(&[10, 5, 40, 30, 10]);
-    // 2 and 3 are heavier than the front (0) and estimated as often: the heaviest goes.
+    // 2 and 3 are heavier than the front (0) but estimated as often: no evidence that
+    // they are requested less, so the queue's order stands.
+    assert_eq!(p.heavier_victim(0), 0);
+    // The front requested more often: the heaviest of the entries it outweighs goes.
+    p.sketch.increment(1000, 2);
     assert_eq!(p.heavier_victim(0), 2);
-    // Requested more often than the front, 2 is not dominated; 3 is next heaviest.
+    // Requested more often than the front, 2 is not outweighed; 3 is next heaviest.
     p.sketch.increment(1002, 3);
     assert_eq!(p.heavier_victim(0), 3);
     // Pending hits protect an entry until it is settled.
     p.touch(3);
     assert_eq!(p.heavier_victim(0), 0);
-    assert_eq!(p.evict(), Some(0), "nothing dominated is left: the front");
+    assert_eq!(p.evict(), Some(0), "nothing outweighed is left: the front");
     p.validate(&|id| id != 0);
 }
 
@@ -131,27 +148,27 @@ fn a_long_probation_walks_only_behind_a_light_front() {
     let mut weights = vec![10; VICTIM_SKIP_LEN + 1];
     weights[0] = 20;
     weights[5] = 40;
-    let p = probation_of(&weights);
+    let p = probation_behind_a_popular_front(&weights);
     assert_eq!(p.heavier_victim(0), 0, "front above the average: no walk");
     weights[0] = 5;
-    let p = probation_of(&weights);
+    let p = probation_behind_a_popular_front(&weights);
     assert_eq!(p.heavier_victim(0), 5, "front below the average: walked");
     // The walk stops after LONG_VICTIM_SCAN entries there: the heaviest within it goes (the
     // first of the equals), not the heavier one just beyond.
     weights[5] = 10;
     weights[LONG_VICTIM_SCAN] = 40;
-    let p = probation_of(&weights);
+    let p = probation_behind_a_popular_front(&weights);
     assert_eq!(p.heavier_victim(0), 1, "beyond the walk");
     weights[LONG_VICTIM_SCAN - 1] = 30;
-    let p = probation_of(&weights);
+    let p = probation_behind_a_popular_front(&weights);
     assert_eq!(p.heavier_victim(0), LONG_VICTIM_SCAN as EntryId - 1);
     // A short probation always walks, and further.
-    let p = probation_of(&[20, 10, 40]);
+    let p = probation_behind_a_popular_front(&[20, 10, 40]);
     assert_eq!(p.heavier_victim(0), 2);
     let mut weights = vec![10; LONG_VICTIM_SCAN + 1];
     weights[0] = 5;
     weights[LONG_VICTIM_SCAN] = 40;
-    let p = probation_of(&weights);
+    let p = probation_behind_a_popular_front(&weights);
     assert_eq!(p.heavier_victim(0), LONG_VICTIM_SCAN as EntryId);
 }
 
@@ -164,8 +181,10 @@ fn equal_weights_always_evict_the_front() {
     assert_eq!(evicted, [Some(0), Some(1), Some(2), Some(3), Some(4)]);
     p.validate(&|id| id >= 5);
     // One different weight turns the rule on; equals still never replace the front.
-    let q = probation_of(&[8, 8, 9, 8]);
+    let mut q = probation_of(&[8, 8, 9, 8]);
     assert!(q.weights_vary);
+    q.sketch.increment(1000, 2);
+    q.sketch.increment(1001, 2);
     assert_eq!(q.heavier_victim(0), 2);
     assert_eq!(q.heavier_victim(1), 2);
     assert_eq!(q.heavier_victim(3), 3, "nothing behind the last entry");
