@@ -196,18 +196,22 @@ impl TinyLfu {
     }
 
     /// The probation entry to evict, or to contest the candidate, instead of `front`
-    /// (probation's oldest, settled): the heaviest of the [`VICTIM_SCAN`] entries from the
-    /// front that `front` [`outweighed`] (strictly heavier, estimated strictly fewer
-    /// accesses) and that has no pending hits, else `front` itself. Evicting it frees more
+    /// (probation's oldest, settled). The walk goes over the [`VICTIM_SCAN`] entries from
+    /// the front and weighs those without pending hits that are heavier than every entry it
+    /// weighed before them (a handful per walk, as the records of a random sequence are);
+    /// the heaviest of them that `front` [`outweighed`] (strictly heavier, estimated
+    /// strictly fewer accesses) is the victim, else `front` itself. Evicting it frees more
     /// bytes for fewer accesses lost, and leaves `front`, which is requested more often per
-    /// byte, in place for the next eviction; on equal estimates the queue's order stands. Stands in for moka's refusal of large
-    /// newcomers on the side of the residents: a heavy entry nobody asked for since it
-    /// joined probation gives its bytes back before lighter, as popular ones near the
-    /// front. With equal weights nothing is heavier than `front`: always `front`. In a
-    /// probation longer than [`VICTIM_SKIP_LEN`], a `front` weighing at least probation's
-    /// average is taken without a walk (few entries are strictly heavier, and the walk is
-    /// the cost of a mixed-size evicting put there), and the walk stops after
-    /// [`LONG_VICTIM_SCAN`] entries.
+    /// byte, in place for the next eviction; on equal estimates the queue's order stands.
+    /// Weighing every heavier entry instead cost a mixed-size evicting put about 15 ns more
+    /// (most estimates tie, and a tie no longer ends the search) for no more hits or bytes
+    /// (docs/memory-tier.md). Stands in for moka's refusal of large newcomers on the
+    /// side of the residents: a heavy entry nobody asked for since it joined probation
+    /// gives its bytes back before lighter, more popular ones near the front. With equal
+    /// weights nothing is heavier than `front`: always `front`. In a probation longer than
+    /// [`VICTIM_SKIP_LEN`], a `front` weighing at least probation's average is taken without
+    /// a walk (few entries are strictly heavier, and the walk is the cost of a mixed-size
+    /// evicting put there), and the walk stops after [`LONG_VICTIM_SCAN`] entries.
     pub(super) fn heavier_victim(&self, front: EntryId) -> EntryId {
         if !self.weights_vary {
             return front;
@@ -225,25 +229,26 @@ impl TinyLfu {
             return front;
         }
         let mut f_front = None;
-        let (mut best, mut best_weight) = (front, fm.weight);
+        let (mut best, mut heaviest) = (front, fm.weight);
         let mut at = probation.next(&self.links, front);
         let scan = if long { LONG_VICTIM_SCAN } else { VICTIM_SCAN };
         for _ in 1..scan {
             let Some(e) = at else { break };
             at = probation.next(&self.links, e);
             let m = self.meta[e as usize];
-            // Only an entry heavier than the best so far can replace it: estimates are
-            // taken for the few record weights of the walk, not every entry.
-            if m.weight <= best_weight || self.pending[e as usize].load(Ordering::Relaxed) != 0 {
+            // Estimates are taken only for entries heavier than every one weighed before
+            // them (a handful per walk, as the records of a random sequence are).
+            if m.weight <= heaviest || self.pending[e as usize].load(Ordering::Relaxed) != 0 {
                 continue;
             }
+            heaviest = m.weight;
             let ff = *f_front.get_or_insert_with(|| self.accesses(front));
             if ff == 0 {
                 // Nothing is estimated fewer accesses than none.
                 break;
             }
             if outweighed(m.weight, self.accesses(e), fm.weight, ff) {
-                (best, best_weight) = (e, m.weight);
+                best = e;
             }
         }
         best

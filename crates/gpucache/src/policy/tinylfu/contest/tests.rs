@@ -124,17 +124,24 @@ fn equal_weights_never_trigger_the_size_rule() {
 
 #[test]
 fn a_heavier_entry_goes_before_the_front_only_if_requested_less() {
-    let mut p = probation_of(&[10, 5, 40, 30, 10]);
-    // 2 and 3 are heavier than the front (0) but estimated as often: no evidence that
-    // they are requested less, so the queue's order stands.
+    let mut p = probation_of(&[10, 5, 30, 20, 40, 10]);
+    // 2 and 4 are heavier than every entry before them, but estimated as often as the
+    // front (0): no evidence that they are requested less, so the queue's order stands.
     assert_eq!(p.heavier_victim(0), 0);
     // The front requested more often: the heaviest of the entries it outweighs goes.
     p.sketch.increment(1000, 2);
+    assert_eq!(p.heavier_victim(0), 4);
+    // Requested more often than the front, 4 is not outweighed; 2 is.
+    p.sketch.increment(1004, 3);
     assert_eq!(p.heavier_victim(0), 2);
-    // Requested more often than the front, 2 is not outweighed; 3 is next heaviest.
+    // Only entries heavier than every one weighed before them are weighed: with 2 not
+    // outweighed either, 3 (lighter than 2) is not weighed, and the front stays.
     p.sketch.increment(1002, 3);
+    assert_eq!(p.heavier_victim(0), 0);
+    // Pending hits protect an entry until it is settled, and it is not weighed: 3 is now
+    // heavier than every entry weighed before it.
+    p.touch(2);
     assert_eq!(p.heavier_victim(0), 3);
-    // Pending hits protect an entry until it is settled.
     p.touch(3);
     assert_eq!(p.heavier_victim(0), 0);
     assert_eq!(p.evict(), Some(0), "nothing outweighed is left: the front");
