@@ -43,16 +43,22 @@ pub(super) fn dominated(w: u64, f: u64, wo: u64, fo: u64) -> bool {
 }
 
 /// Whether an entry weighing `w` and estimated `f` accesses is outweighed by one weighing
-/// `wo` and estimated `fo`: strictly heavier and estimated strictly fewer accesses. What
-/// [`TinyLfu::heavier_victim`] asks before it evicts out of queue order: equal estimates,
-/// most often 0 or 1 where the sketch knows little of either key, are no evidence that the
-/// heavier entry is requested less. Counting them, as [`dominated`] does, took heavy
-/// entries first whatever their popularity: where the popular keys are the heavy ones
-/// (sized-heavypopular of `phase_eval --extra`, 300 entries, trace seeds 0-3) the policy
-/// stood at 0.964-0.968 of moka's hits and 0.973-0.975 of its bytes; 0.990-0.994 and
-/// 1.000-1.007 with this rule (docs/memory-tier.md).
+/// `wo` and estimated `fo`: strictly heavier, and estimated strictly fewer accesses or both
+/// at the sketch's ceiling ([`MAX_COUNT`]). What [`TinyLfu::heavier_victim`] asks before it
+/// evicts out of queue order. Equal estimates below the ceiling, most often 0 or 1 where the
+/// sketch knows little of either key, are no evidence that the heavier entry is requested
+/// less: counting them, as [`dominated`] does, took heavy entries first whatever their
+/// popularity, and where the popular keys are the heavy ones (sized-heavypopular of
+/// `phase_eval --extra`, 300 entries, trace seeds 0-3) the policy stood at 0.964-0.968 of
+/// moka's hits and 0.973-0.975 of its bytes (0.990-0.994 and 1.000-1.007 without them). At
+/// the ceiling both keys are requested as often as the sketch can tell, as every resource
+/// of a frame loop is, and the heavier one still goes first: without that the discardable
+/// demo's failed locks rose from 21-23 to 26-27 a frame on its first seed
+/// (docs/memory-tier.md).
+///
+/// [`MAX_COUNT`]: super::sketch::MAX_COUNT
 pub(super) fn outweighed(w: u64, f: u64, wo: u64, fo: u64) -> bool {
-    w > wo && f < fo
+    w > wo && (f < fo || f == fo && fo >= super::sketch::MAX_COUNT)
 }
 
 impl TinyLfu {
@@ -200,9 +206,10 @@ impl TinyLfu {
     /// the front and weighs those without pending hits that are heavier than every entry it
     /// weighed before them (a handful per walk, as the records of a random sequence are);
     /// the heaviest of them that `front` [`outweighed`] (strictly heavier, estimated
-    /// strictly fewer accesses) is the victim, else `front` itself. Evicting it frees more
-    /// bytes for fewer accesses lost, and leaves `front`, which is requested more often per
-    /// byte, in place for the next eviction; on equal estimates the queue's order stands.
+    /// strictly fewer accesses or both at the sketch's ceiling) is the victim, else `front`
+    /// itself. Evicting it frees more bytes for no more accesses lost, and leaves `front`,
+    /// which is requested at least as often per byte, in place for the next eviction; on
+    /// equal estimates below the ceiling the queue's order stands.
     /// Weighing every heavier entry instead cost a mixed-size evicting put about 15 ns more
     /// (most estimates tie, and a tie no longer ends the search) for no more hits or bytes
     /// (docs/memory-tier.md). Stands in for moka's refusal of large newcomers on the

@@ -116,10 +116,30 @@ fn equal_weights_never_trigger_the_size_rule() {
     assert!(dominated(2, 3, 1, 3));
     assert!(!dominated(2, 4, 1, 3));
     assert!(!dominated(1, 0, 2, 3));
-    // Outweighed needs strictly fewer accesses: a tie is no evidence.
+    // Outweighed needs strictly fewer accesses: a tie is no evidence, but at the sketch's
+    // ceiling, where both are as popular as it can tell.
     assert!(outweighed(2, 2, 1, 3));
     assert!(!outweighed(2, 3, 1, 3));
     assert!(!outweighed(1, 0, 2, 3));
+    assert!(outweighed(2, 15, 1, 15));
+    assert!(!outweighed(2, 14, 1, 14));
+}
+
+#[test]
+fn at_the_sketch_ceiling_the_heavier_entry_goes_first() {
+    // Every entry requested more often than the sketch counts (a frame loop's resources):
+    // the heaviest one the walk weighs goes before the front.
+    let mut p = probation_of(&[10, 40, 20]);
+    for id in 0..3 {
+        p.sketch.increment(1000 + id, 20);
+    }
+    assert_eq!(p.heavier_victim(0), 1);
+    // Tied below the ceiling: the queue's order stands.
+    let mut p = probation_of(&[10, 40, 20]);
+    for id in 0..3 {
+        p.sketch.increment(1000 + id, 5);
+    }
+    assert_eq!(p.heavier_victim(0), 0);
 }
 
 #[test]
