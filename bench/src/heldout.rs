@@ -43,9 +43,19 @@ pub fn extra(requests: usize, capacity: usize, k: u64) -> Vec<Trace> {
         &zipf(0.6, capacity * 20, requests, capacity, 56 + k),
         4 + k,
     ));
-    for order in [SizeOrder::LightPopular, SizeOrder::HeavyPopular] {
-        traces.push(sized_by_rank(order, requests, capacity, 77 + k));
-    }
+    // Each sized family draws its own requests.
+    traces.push(sized_by_rank(
+        SizeOrder::LightPopular,
+        requests,
+        capacity,
+        78 + k,
+    ));
+    traces.push(sized_by_rank(
+        SizeOrder::HeavyPopular,
+        requests,
+        capacity,
+        79 + k,
+    ));
     let base = zipf(0.9, capacity * 10, requests, capacity, 77 + k);
     traces.push(resized(&base, "sized-bimodal", |key| {
         if splitmix(key ^ k).is_multiple_of(10) {
@@ -54,6 +64,7 @@ pub fn extra(requests: usize, capacity: usize, k: u64) -> Vec<Trace> {
             4 << 10
         }
     }));
+    let base = zipf(0.9, capacity * 10, requests, capacity, 80 + k);
     traces.push(resized(&base, "sized-narrow", |key| {
         log_uniform(splitmix(key ^ k), 8 << 10, 32 << 10)
     }));
@@ -67,7 +78,8 @@ pub fn extra(requests: usize, capacity: usize, k: u64) -> Vec<Trace> {
 /// Requests with recency but no lasting popularity (an LRU-friendly workload): with
 /// probability `p` a request repeats the key at an exponentially distributed depth (mean
 /// `depth` times the capacity) of the stack of keys ordered by last request, else it asks
-/// for a key never requested before.
+/// for a key never requested before (as it does when the depth drawn lies beyond every key
+/// seen so far).
 pub fn recency(p: f64, depth: f64, requests: usize, capacity: usize, seed: u64) -> Trace {
     let mut rng = StdRng::seed_from_u64(seed);
     let mean = depth * capacity as f64;
@@ -77,7 +89,13 @@ pub fn recency(p: f64, depth: f64, requests: usize, capacity: usize, seed: u64) 
         .map(|_| {
             let key = if !stack.is_empty() && rng.gen::<f64>() < p {
                 let d = (-(1.0 - rng.gen::<f64>()).ln() * mean) as usize;
-                stack.remove(stack.len() - 1 - d.min(stack.len() - 1))
+                if d < stack.len() {
+                    stack.remove(stack.len() - 1 - d)
+                } else {
+                    // Deeper than every key seen: a first request.
+                    fresh += 1;
+                    key_of(SPACE, fresh)
+                }
             } else {
                 fresh += 1;
                 key_of(SPACE, fresh)
@@ -86,11 +104,20 @@ pub fn recency(p: f64, depth: f64, requests: usize, capacity: usize, seed: u64) 
             key
         })
         .collect();
-    named(format!("recency-p{p}-d{depth}"), capacity, keys, Vec::new())
+    named(
+        format!("recency-p{p:.1}-d{depth:.1}"),
+        capacity,
+        keys,
+        Vec::new(),
+    )
 }
 
 /// `a` and `b` interleaved at random, half each, under `name`, as long as `a`.
 fn interleaved(name: &str, a: &Trace, b: &Trace, seed: u64) -> Trace {
+    assert!(
+        b.keys.len() >= a.keys.len(),
+        "{name}: the second trace runs out"
+    );
     let mut rng = StdRng::seed_from_u64(seed);
     let (mut from_a, mut from_b) = (a.keys.iter(), b.keys.iter());
     let keys = (0..a.keys.len())

@@ -14,8 +14,8 @@
 //! larger than the cache keeps a stable part of itself resident, and a hill climber
 //! ([`climber`]) widens the window when recency pays (up to all the cache: LRU) and narrows
 //! it when frequency does (nearly LFU). With unequal weights the victim may instead be a heavier
-//! probation entry near the front that the oldest one dominates (heavier, requested no more
-//! often: [`TinyLfu::heavier_victim`]), and each access counts for the mean weight plus the
+//! probation entry near the front that the oldest one outweighs (heavier, and estimated fewer
+//! accesses or both at the sketch's ceiling: [`TinyLfu::heavier_victim`]), and each access counts for the mean weight plus the
 //! entry's own ([`TinyLfu::worth_scale`]: the contest keeps what adds more to hits times
 //! bytes hit).
 //!

@@ -1,6 +1,6 @@
 //! The admission contest: how many accesses a resident entry is estimated to have, whether
 //! a candidate displaces the victims it would push out, what an access is worth once weights
-//! vary, and which probation entry goes when the front dominates another. The rules are
+//! vary, and which probation entry goes when the front outweighs another. The rules are
 //! described on [`TinyLfu`]'s module (`super`) and in docs/memory-tier.md.
 
 use std::sync::atomic::Ordering;
@@ -49,16 +49,16 @@ pub(super) fn dominated(w: u64, f: u64, wo: u64, fo: u64) -> bool {
 /// sketch knows little of either key, are no evidence that the heavier entry is requested
 /// less: counting them, as [`dominated`] does, took heavy entries first whatever their
 /// popularity, and where the popular keys are the heavy ones (sized-heavypopular of
-/// `phase_eval --extra`, 300 entries, trace seeds 0-3) the policy stood at 0.964-0.968 of
-/// moka's hits and 0.973-0.975 of its bytes (0.990-0.994 and 1.000-1.007 without them). At
-/// the ceiling both keys are requested as often as the sketch can tell, as every resource
-/// of a frame loop is, and the heavier one still goes first: without that the discardable
-/// demo's failed locks rose from 21-23 to 26-27 a frame on its first seed
+/// `phase_eval --extra`, 300 entries, trace seeds 0-2) the policy stood at 0.956-0.965 of
+/// the best peer's hits and 0.961-0.976 of its bytes (0.983-0.991 and 0.990-1.005 without
+/// them). At the ceiling both keys are requested as often as the sketch can tell, as every
+/// resource of a frame loop is, and the heavier one still goes first: without that the
+/// discardable demo's failed locks rose from 21-23 to 26-27 a frame on its first seed
 /// (docs/memory-tier.md).
 ///
 /// [`MAX_COUNT`]: super::sketch::MAX_COUNT
 pub(super) fn outweighed(w: u64, f: u64, wo: u64, fo: u64) -> bool {
-    w > wo && (f < fo || f == fo && fo >= super::sketch::MAX_COUNT)
+    w > wo && (f < fo || (f == fo && fo >= super::sketch::MAX_COUNT))
 }
 
 impl TinyLfu {
@@ -225,6 +225,13 @@ impl TinyLfu {
         }
         let probation = &self.queues[Place::Probation as usize];
         let fm = self.meta[front as usize];
+        // Settled: its estimate has no pending hits in it (a count at the ceiling is the
+        // sketch's own, as `outweighed` reads it).
+        debug_assert!(
+            fm.place == Place::Probation
+                && self.pending[front as usize].load(Ordering::Relaxed) == 0,
+            "the front is probation's and settled"
+        );
         // A front at least as heavy as probation's average has few strictly heavier entries
         // behind it: in a long probation, where the walk is a chain of cache misses, skip it.
         let len = probation.len();

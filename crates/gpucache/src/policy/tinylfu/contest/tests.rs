@@ -211,7 +211,7 @@ fn equal_weights_always_evict_the_front() {
     let mut q = probation_of(&[8, 8, 9, 8]);
     assert!(q.weights_vary);
     q.sketch.increment(1000, 2);
-    q.sketch.increment(1001, 2);
+    q.sketch.increment(1001, 1);
     assert_eq!(q.heavier_victim(0), 2);
     assert_eq!(q.heavier_victim(1), 2);
     assert_eq!(q.heavier_victim(3), 3, "nothing behind the last entry");
