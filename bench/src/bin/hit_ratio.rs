@@ -120,16 +120,21 @@ fn main() {
     }
 }
 
-/// W-TinyLFU's heap per tracked entry (metadata, links, pending hits, sketch) at a few sizes.
+/// W-TinyLFU's heap per tracked entry (metadata, links, pending hits, sketch, regret table)
+/// at a few sizes, full as the store fills it: tables sized for the budget and the one id a
+/// newcomer takes at the door, then the first eviction (which makes the sketch).
 fn policy_memory() -> String {
     use gpucache::{EvictionPolicy, TinyLfu};
+    let hash = |id: u32| u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     let cells: Vec<String> = [1_000u32, 10_000, 100_000]
         .iter()
         .map(|&n| {
             let mut p = TinyLfu::default();
-            for id in 0..n {
-                p.insert(id, u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15), 1);
+            p.reserve_ids(n as usize + 1);
+            for id in 0..=n {
+                p.insert(id, hash(id), 1);
             }
+            p.evict().expect("full");
             format!("{:.1} B at {n}", p.heap_bytes() as f64 / f64::from(n))
         })
         .collect();

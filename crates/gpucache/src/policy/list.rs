@@ -20,6 +20,13 @@ pub(crate) struct Links {
 }
 
 impl Links {
+    /// Room for ids below `ids` without growing again ([`EvictionPolicy::reserve_ids`]).
+    ///
+    /// [`EvictionPolicy::reserve_ids`]: super::EvictionPolicy::reserve_ids
+    pub(crate) fn reserve_ids(&mut self, ids: usize) {
+        super::reserve_exact_ids(&mut self.nodes, ids);
+    }
+
     /// Makes room for `id`.
     pub(crate) fn ensure(&mut self, id: EntryId) {
         let needed = id as usize + 1;

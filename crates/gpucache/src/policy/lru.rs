@@ -40,6 +40,10 @@ impl EvictionPolicy for Lru {
         self.queue.pop_front(&mut self.links)
     }
 
+    fn reserve_ids(&mut self, ids: usize) {
+        self.links.reserve_ids(ids);
+    }
+
     fn len(&self) -> usize {
         self.queue.len()
     }

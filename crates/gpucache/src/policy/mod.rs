@@ -18,6 +18,14 @@ pub use tinylfu::TinyLfu;
 /// A dense id naming one entry tracked by a policy (a slot index of the owner).
 pub type EntryId = u32;
 
+/// Grows `table`'s capacity to exactly `ids` entries unless it has that much
+/// ([`EvictionPolicy::reserve_ids`]).
+fn reserve_exact_ids<T>(table: &mut Vec<T>, ids: usize) {
+    if table.capacity() < ids {
+        table.reserve_exact(ids - table.len());
+    }
+}
+
 /// Orders entries for eviction.
 ///
 /// The owner guarantees: `insert` only for an id not tracked, `touch` and `remove` only for a
@@ -54,6 +62,11 @@ pub trait EvictionPolicy: Send + Sync + fmt::Debug {
     fn inserts_first(&self) -> bool {
         false
     }
+    /// Ids below `ids` may be inserted: a hint to size per-id tables as the owner sized its
+    /// own, rather than double them on their own when an id first needs room. An owner that
+    /// inserts first holds one id beyond a full budget; tables doubled for it would be half
+    /// empty for the cache's life. Default: ignored.
+    fn reserve_ids(&mut self, _ids: usize) {}
     /// Number of tracked ids.
     fn len(&self) -> usize;
     /// Whether nothing is tracked.
@@ -178,6 +191,10 @@ impl EvictionPolicy for BuiltinPolicy {
     #[inline]
     fn inserts_first(&self) -> bool {
         dispatch!(self, p => p.inserts_first())
+    }
+
+    fn reserve_ids(&mut self, ids: usize) {
+        dispatch!(self, p => p.reserve_ids(ids))
     }
     #[inline]
     fn len(&self) -> usize {

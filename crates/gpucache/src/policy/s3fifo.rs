@@ -199,6 +199,12 @@ impl EvictionPolicy for S3Fifo {
         }
     }
 
+    fn reserve_ids(&mut self, ids: usize) {
+        super::reserve_exact_ids(&mut self.meta, ids);
+        super::reserve_exact_ids(&mut self.freq, ids);
+        self.links.reserve_ids(ids);
+    }
+
     fn len(&self) -> usize {
         self.small.len() + self.main.len()
     }

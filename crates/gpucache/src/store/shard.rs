@@ -180,6 +180,17 @@ impl Shard {
         let id = match self.free.pop() {
             Some(id) => id,
             None => {
+                if self.slots.len() == self.slots.capacity() {
+                    // Past a full budget only for an insert at the door (see `door`): one slot
+                    // more, not twice the table (a budget of a power of two doubled it, and the
+                    // policy's tables with it, for that one slot).
+                    if self.slots.len() as u64 >= self.max_entries {
+                        self.slots.reserve_exact(1);
+                    } else {
+                        self.slots.reserve(1);
+                    }
+                    self.policy.reserve_ids(self.slots.capacity());
+                }
                 self.slots.push(None);
                 EntryId::try_from(self.slots.len() - 1).expect("fewer than 2^32 slots per shard")
             }
@@ -305,6 +316,12 @@ impl Shard {
 }
 
 impl Shard {
+    /// Slots the shard has room for without growing (tests).
+    #[cfg(test)]
+    pub(crate) fn slot_capacity(&self) -> usize {
+        self.slots.capacity()
+    }
+
     /// Checks the invariants in the module documentation and the policy's own; panics with
     /// a description when one fails (tests and fuzzing only).
     #[cfg(any(test, fuzzing))]

@@ -244,6 +244,31 @@ fn entry_budget_evicts() {
 }
 
 #[test]
+fn a_full_budget_of_a_power_of_two_keeps_its_slot_table() {
+    // W-TinyLFU inserts a newcomer before it evicts, so a full shard holds one slot beyond
+    // its budget for a moment: that slot must not double a table sized for a power of two.
+    for policy in PolicyKind::ALL {
+        let s = StoreBuilder::new()
+            .max_entries(64)
+            .shards(1)
+            .policy(policy)
+            .build()
+            .unwrap();
+        for i in 0..500u32 {
+            s.insert(&i.to_le_bytes(), vec![1]).unwrap();
+        }
+        assert_eq!(s.len(), 64, "{policy:?}");
+        let shard = s.built_shards().next().expect("built").read();
+        assert!(
+            shard.slot_capacity() <= 65,
+            "{policy:?}: {}",
+            shard.slot_capacity()
+        );
+        shard.validate();
+    }
+}
+
+#[test]
 fn lru_store_evicts_the_least_recently_used() {
     let s = StoreBuilder::new()
         .max_entries(3)

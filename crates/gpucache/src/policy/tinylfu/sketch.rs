@@ -8,7 +8,7 @@
 //! cache still collides little.
 
 /// Counters saturate here (4 bits).
-pub(super) const MAX_COUNT: u64 = 15;
+const MAX_COUNT: u64 = 15;
 /// Keeps the low three bits of every nibble after a shift right by one: halves all 16
 /// counters of a word at once.
 const HALF_MASK: u64 = 0x7777_7777_7777_7777;

@@ -42,23 +42,29 @@ pub(super) fn dominated(w: u64, f: u64, wo: u64, fo: u64) -> bool {
     w > wo && f <= fo
 }
 
+/// Equal estimates from this many accesses up count as evidence that the heavier entry is
+/// requested no more often ([`outweighed`]). Below it the sketch has counted either key only
+/// a few times since its counts were last halved, and a tie says little: most of the ties
+/// that sent popular heavy entries first (held-out set, sized-heavypopular) were at 0 or 1.
+/// From it on both keys are requested again and again, as every resource of a frame loop
+/// is; the discardable demo's ties at its evictions stand at 6-13, below the sketch's
+/// ceiling of 15 (its sketch halves every few frames). Counted only at the ceiling, its
+/// failed locks a frame rose from 22.2 / 21.0 / 15.7 to 25.9 / 22.7 / 18.0 on seeds 1-3;
+/// from 2, 4 and 8 they stood at 22.5 / 20.7 / 15.7, 22.2 / 21.0 / 15.7 and 24.1 / 21.8 /
+/// 16.1, and 4 kept more of the held-out set's gain than 2 (docs/memory-tier.md).
+pub(super) const TIES_COUNT_FROM: u64 = 4;
+
 /// Whether an entry weighing `w` and estimated `f` accesses is outweighed by one weighing
-/// `wo` and estimated `fo`: strictly heavier, and estimated strictly fewer accesses or both
-/// at the sketch's ceiling ([`MAX_COUNT`]). What [`TinyLfu::heavier_victim`] asks before it
-/// evicts out of queue order. Equal estimates below the ceiling, most often 0 or 1 where the
-/// sketch knows little of either key, are no evidence that the heavier entry is requested
-/// less: counting them, as [`dominated`] does, took heavy entries first whatever their
-/// popularity, and where the popular keys are the heavy ones (sized-heavypopular of
-/// `phase_eval --extra`, 300 entries, trace seeds 0-2) the policy stood at 0.956-0.965 of
-/// the best peer's hits and 0.961-0.976 of its bytes (0.983-0.991 and 0.990-1.005 without
-/// them). At the ceiling both keys are requested as often as the sketch can tell, as every
-/// resource of a frame loop is, and the heavier one still goes first: without that the
-/// discardable demo's failed locks rose from 21-23 to 26-27 a frame on its first seed
-/// (docs/memory-tier.md).
-///
-/// [`MAX_COUNT`]: super::sketch::MAX_COUNT
+/// `wo` and estimated `fo`: strictly heavier, and estimated strictly fewer accesses or as
+/// many from [`TIES_COUNT_FROM`] up. What [`TinyLfu::heavier_victim`] asks before it evicts
+/// out of queue order. Equal low estimates, most often 0 or 1 where the sketch knows little
+/// of either key, are no evidence that the heavier entry is requested less: counting them,
+/// as [`dominated`] does, took heavy entries first whatever their popularity, and where the
+/// popular keys are the heavy ones (sized-heavypopular of `phase_eval --extra`, 300
+/// entries, trace seeds 0-2) the policy stood at 0.956-0.965 of the best peer's hits and
+/// 0.961-0.976 of its bytes (0.983-0.991 and 0.990-1.005 without them).
 pub(super) fn outweighed(w: u64, f: u64, wo: u64, fo: u64) -> bool {
-    w > wo && (f < fo || (f == fo && fo >= super::sketch::MAX_COUNT))
+    w > wo && (f < fo || (f == fo && fo >= TIES_COUNT_FROM))
 }
 
 impl TinyLfu {
@@ -111,7 +117,8 @@ impl TinyLfu {
         let c = self.meta[candidate as usize];
         let fc =
             self.sketch.estimate(c.key_hash) as i64 + self.regret.credit() - ADMIT_MARGIN as i64;
-        let Ok(fc) = u64::try_from(fc) else {
+        // None or no count to spare beats nothing: the victims need not be estimated.
+        let Ok(fc @ 1..) = u64::try_from(fc) else {
             return false;
         };
         if !self.weights_vary {
@@ -154,6 +161,18 @@ impl TinyLfu {
             freq = freq.saturating_mul(u128::from(c.weight)) / u128::from(weight.max(1));
         }
         beats(freq)
+    }
+
+    /// Whether `candidate` loses its contest whatever the victims: [`TinyLfu::admits`]
+    /// wants its estimate, less [`ADMIT_MARGIN`] and plus the credit, above zero, and folding
+    /// its pending hits adds at most their number to the estimate. The victim walk
+    /// ([`TinyLfu::heavier_victim`]) is then spared, and nothing else changes: the candidate
+    /// is the loser either way.
+    pub(super) fn cannot_win(&self, candidate: EntryId) -> bool {
+        let m = self.meta[candidate as usize];
+        let pending = u64::from(self.pending[candidate as usize].load(Ordering::Relaxed));
+        let best = (self.sketch.estimate(m.key_hash) + pending) as i64;
+        best + self.regret.credit() - ADMIT_MARGIN as i64 <= 0
     }
 
     /// What an access to an entry weighing `w` is worth in a contest, up to a common factor:
@@ -206,10 +225,10 @@ impl TinyLfu {
     /// the front and weighs those without pending hits that are heavier than every entry it
     /// weighed before them (a handful per walk, as the records of a random sequence are);
     /// the heaviest of them that `front` [`outweighed`] (strictly heavier, estimated
-    /// strictly fewer accesses or both at the sketch's ceiling) is the victim, else `front`
+    /// strictly fewer accesses or as many from [`TIES_COUNT_FROM`] up) is the victim, else `front`
     /// itself. Evicting it frees more bytes for no more accesses lost, and leaves `front`,
     /// which is requested at least as often per byte, in place for the next eviction; on
-    /// equal estimates below the ceiling the queue's order stands.
+    /// equal estimates below [`TIES_COUNT_FROM`] the queue's order stands.
     /// Weighing every heavier entry instead cost a mixed-size evicting put about 15 ns more
     /// (most estimates tie, and a tie no longer ends the search) for no more hits or bytes
     /// (docs/memory-tier.md). Stands in for moka's refusal of large newcomers on the
@@ -225,8 +244,8 @@ impl TinyLfu {
         }
         let probation = &self.queues[Place::Probation as usize];
         let fm = self.meta[front as usize];
-        // Settled: its estimate has no pending hits in it (a count at the ceiling is the
-        // sketch's own, as `outweighed` reads it).
+        // Settled: its estimate has no pending hits in it (a tied count is the sketch's
+        // own, as `outweighed` reads it).
         debug_assert!(
             fm.place == Place::Probation
                 && self.pending[front as usize].load(Ordering::Relaxed) == 0,

@@ -3,7 +3,7 @@
 
 use super::super::tests::probation_of;
 use super::super::*;
-use super::{dominated, outweighed, LONG_VICTIM_SCAN, VICTIM_SKIP_LEN};
+use super::{dominated, outweighed, LONG_VICTIM_SCAN, TIES_COUNT_FROM, VICTIM_SKIP_LEN};
 
 /// [`probation_of`] with the front (id 0) estimated two accesses more than the rest, so that
 /// lighter-per-access entries behind it are outweighed.
@@ -13,12 +13,14 @@ fn probation_behind_a_popular_front(weights: &[u64]) -> TinyLfu {
     p
 }
 
-/// A policy with `n` entries of weight 10 inserted (ids `0..n`, key hashes `1000 + id`).
+/// A policy with `n` entries of weight 10 inserted (ids `0..n`, key hashes `1000 + id`),
+/// its sketch sized and every key counted once, as at the first eviction.
 fn inserted(n: EntryId) -> TinyLfu {
     let mut p = TinyLfu::default();
     for id in 0..n {
         p.insert(id, 1000 + u64::from(id), 10);
     }
+    p.grow_sketch(n as usize, None);
     p
 }
 
@@ -52,6 +54,8 @@ fn a_heavy_rejected_keys_return_raises_the_bias_by_its_worth() {
     let key = 4242;
     let raised = |weight| {
         let mut p = inserted(100);
+        // Losers are noted only once the cache is full.
+        p.full = true;
         p.update(99, 20);
         p.regret.note(1000, Loser::Displaced);
         p.regret.note(key, Loser::Rejected);
@@ -116,28 +120,30 @@ fn equal_weights_never_trigger_the_size_rule() {
     assert!(dominated(2, 3, 1, 3));
     assert!(!dominated(2, 4, 1, 3));
     assert!(!dominated(1, 0, 2, 3));
-    // Outweighed needs strictly fewer accesses: a tie is no evidence, but at the sketch's
-    // ceiling, where both are as popular as it can tell.
+    // Outweighed needs strictly fewer accesses: a tie is no evidence below TIES_COUNT_FROM,
+    // where the sketch has seen either key only a few times.
     assert!(outweighed(2, 2, 1, 3));
     assert!(!outweighed(2, 3, 1, 3));
     assert!(!outweighed(1, 0, 2, 3));
     assert!(outweighed(2, 15, 1, 15));
-    assert!(!outweighed(2, 14, 1, 14));
+    assert!(outweighed(2, TIES_COUNT_FROM, 1, TIES_COUNT_FROM));
+    assert!(!outweighed(2, TIES_COUNT_FROM - 1, 1, TIES_COUNT_FROM - 1));
 }
 
 #[test]
-fn at_the_sketch_ceiling_the_heavier_entry_goes_first() {
-    // Every entry requested more often than the sketch counts (a frame loop's resources):
-    // the heaviest one the walk weighs goes before the front.
+fn tied_popular_entries_send_the_heavier_first() {
+    // Every entry requested as often, and often (a frame loop's resources, whose counts
+    // the sketch's halvings keep below its ceiling): the heaviest one the walk weighs goes
+    // before the front. The keys were counted once when the sketch was made.
     let mut p = probation_of(&[10, 40, 20]);
     for id in 0..3 {
-        p.sketch.increment(1000 + id, 20);
+        p.sketch.increment(1000 + id, TIES_COUNT_FROM - 1);
     }
     assert_eq!(p.heavier_victim(0), 1);
-    // Tied below the ceiling: the queue's order stands.
+    // Tied at fewer: the queue's order stands.
     let mut p = probation_of(&[10, 40, 20]);
     for id in 0..3 {
-        p.sketch.increment(1000 + id, 5);
+        p.sketch.increment(1000 + id, TIES_COUNT_FROM - 2);
     }
     assert_eq!(p.heavier_victim(0), 0);
 }

@@ -47,7 +47,8 @@ fn replay_watched(
 }
 
 /// A filled policy (no window share, so every entry is in probation) with `weights[i]` for
-/// id `i`, key hashes `1000 + i`, nothing requested yet; probation in id order.
+/// id `i`, key hashes `1000 + i`, nothing requested yet; probation in id order; its sketch
+/// sized and every key counted once, as at the first eviction.
 pub(super) fn probation_of(weights: &[u64]) -> TinyLfu {
     let mut p = TinyLfu::default();
     for (id, &w) in weights.iter().enumerate() {
@@ -64,6 +65,7 @@ pub(super) fn probation_of(weights: &[u64]) -> TinyLfu {
     for id in order {
         p.queues[Place::Probation as usize].move_to_back(&mut p.links, id);
     }
+    p.grow_sketch(weights.len(), None);
     p
 }
 
@@ -89,6 +91,51 @@ fn drifting(ranks: Vec<u64>, every: u64) -> Vec<u64> {
         .enumerate()
         .map(|(i, r)| i as u64 / every + r)
         .collect()
+}
+
+#[test]
+fn the_sketch_is_made_when_the_cache_is_first_full() {
+    // While the cache fills nothing is evicted: no sketch, no regret table.
+    let mut p = TinyLfu::default();
+    for id in 0..100 {
+        p.insert(id, 1000 + u64::from(id), 1);
+    }
+    p.touch(0);
+    assert_eq!(p.sketch.words(), 0);
+    assert_eq!(p.regret.heap_bytes(), 0);
+    // The first eviction sizes both and counts every stored key once; hits still pending
+    // (of entries past the window) add to that.
+    p.insert(100, 1100, 1);
+    let evicted = p.evict().expect("a victim");
+    assert_eq!(p.sketch.words(), 2 * 128);
+    assert!(p.regret.heap_bytes() > 0);
+    for id in (0..=100).filter(|&id| id != evicted) {
+        assert!(p.accesses(id) >= 1, "id {id}");
+    }
+    assert_ne!(evicted, 0, "the oldest entry had a hit");
+    assert!(p.accesses(0) >= 2);
+    p.validate(&|id| id != evicted);
+    // From then on it grows with the tracked entries, counting them again.
+    for id in 101..300 {
+        p.insert(id, 1000 + u64::from(id), 1);
+    }
+    assert_eq!(p.sketch.words(), 2 * 512);
+    assert!((101..300).all(|id| p.accesses(id) >= 1));
+}
+
+#[test]
+fn per_id_tables_take_the_size_the_owner_reserves() {
+    // An owner of 64 slots plus the one a newcomer takes at the door reserves 65: the
+    // tables are not doubled for the 65th.
+    let mut p = TinyLfu::default();
+    p.reserve_ids(64);
+    for id in 0..64 {
+        p.insert(id, u64::from(id), 1);
+    }
+    p.reserve_ids(65);
+    p.insert(64, 64, 1);
+    assert_eq!((p.meta.capacity(), p.pending.capacity()), (65, 65));
+    assert!(p.links.heap_bytes() <= 65 * 8);
 }
 
 #[test]
@@ -138,6 +185,7 @@ fn a_restart_forgets_the_counts_unless_the_credit_is_strict() {
         for id in 0..100 {
             p.insert(id, 1000 + u64::from(id), 1);
         }
+        p.grow_sketch(100, None);
         p.sketch.increment(7, 9);
         p.regret = Regret::with_bias(bias);
         p.restart();

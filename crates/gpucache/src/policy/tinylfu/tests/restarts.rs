@@ -13,6 +13,7 @@ fn a_restart_on_the_heels_of_another_waits_its_turn() {
     for id in 0..1000 {
         p.insert(id, hash(u64::from(id)), 1);
     }
+    p.grow_sketch(1000, None);
     p.restart();
     let learnt = hash(1_000_000);
     p.sketch.increment(learnt, 4);
