@@ -122,7 +122,8 @@ fn main() {
 
 /// W-TinyLFU's heap per tracked entry (metadata, links, pending hits, sketch, regret table)
 /// at a few sizes, full as the store fills it: tables sized for the budget and the one id a
-/// newcomer takes at the door, then the first eviction (which makes the sketch).
+/// newcomer takes at the door (where the store's doubling stops), then the first eviction
+/// (which makes the sketch).
 fn policy_memory() -> String {
     use gpucache::{EvictionPolicy, TinyLfu};
     let hash = |id: u32| u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15);

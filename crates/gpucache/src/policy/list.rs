@@ -45,6 +45,12 @@ impl Links {
         self.nodes.clear();
     }
 
+    /// How many ids the table has room for without growing (tests).
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
+        self.nodes.capacity()
+    }
+
     /// Heap bytes of the table (memory accounting).
     pub(crate) fn heap_bytes(&self) -> usize {
         self.nodes.capacity() * std::mem::size_of::<Node>()

@@ -42,7 +42,8 @@
 //! surge watch's rates count every hit). Queues are therefore CLOCK-ordered rather than
 //! strictly LRU: an entry reaching the front of its queue with pending hits gets its second
 //! chance (moved to the back, or promoted) and its pending hits are folded into the sketch
-//! at that moment.
+//! at that moment (while the cache fills there is no sketch yet, and hits folded then are
+//! dropped: [`TinyLfu::grow_sketch`]).
 //!
 //! Invariants (checked by [`TinyLfu::validate`]): every tracked id is on exactly one queue,
 //! the one its metadata names; each queue's weight is the sum of its entries' weights;
@@ -176,8 +177,9 @@ pub struct TinyLfu {
     /// their rebalance, or in evictions, which untrack) and restarts (the same). Hits
     /// change none of them.
     balanced: bool,
-    /// Set by the first eviction: until then the cache is filling, and entries leaving the
-    /// window go straight to probation without a contest.
+    /// Set by the first eviction: until then the cache is filling, entries leaving the
+    /// window go straight to probation without a contest, and there is no sketch or regret
+    /// table ([`TinyLfu::grow_sketch`]).
     full: bool,
     /// Hit accounting for the climber and the surge watch: every hit recorded, the count
     /// at the last probe, and the misses since.
@@ -375,12 +377,13 @@ impl TinyLfu {
         }
     }
 
-    /// The first eviction: the cache is full. Window overflow from now on waits for a
-    /// contest, and hit rates describe a full cache (the climber's and the surge watch's
-    /// start over). While a steady workload fills the cache its hit rate only rises; if the
-    /// surge watch finds it in a fall now (its short average well below its long one), the
-    /// working set changed as the cache filled, and the sketch counts the old set: the
-    /// policy restarts. The surge watch cannot see that change once full (its averages
+    /// The first eviction: the cache is full. The sketch and the regret table are made
+    /// ([`TinyLfu::grow_sketch`]), window overflow from now on waits for a contest, and hit
+    /// rates describe a full cache (the climber's and the surge watch's start over). While a
+    /// steady workload fills the cache its hit rate only rises; if the surge watch finds it
+    /// in a fall now (its short average well below its long one), the working set changed as
+    /// the cache filled, and the stored keys the sketch was just made from are mostly the
+    /// old set's: the policy restarts (which forgets that count). The surge watch cannot see that change once full (its averages
     /// start then), nor the climber (its first sample too), and the admission regret
     /// lowered the bar only slowly at large sizes: the phase cycle with Zipf 1.0 at 20,000
     /// entries, whose second set comes as the cache fills, stood at 0.992-0.994 of the best
@@ -562,6 +565,15 @@ impl TinyLfu {
             + self.sketch.words() * std::mem::size_of::<u64>()
             + self.regret.heap_bytes()
             + self.hits.as_ref().map_or(0, StripedCount::heap_bytes)
+    }
+
+    /// How many ids the per-id tables have room for without growing (tests).
+    #[cfg(test)]
+    pub(crate) fn id_capacity(&self) -> usize {
+        self.meta
+            .capacity()
+            .min(self.pending.capacity())
+            .min(self.links.capacity())
     }
 
     /// Checks the invariants in the module documentation and the sketch's and climber's

@@ -54,7 +54,7 @@ fn a_heavy_rejected_keys_return_raises_the_bias_by_its_worth() {
     let key = 4242;
     let raised = |weight| {
         let mut p = inserted(100);
-        // Losers are noted only once the cache is full.
+        // A returning key is looked up only once the cache is full.
         p.full = true;
         p.update(99, 20);
         p.regret.note(1000, Loser::Displaced);
