@@ -228,6 +228,43 @@ fn w_tinylfu_decides_admission_at_the_door() {
 }
 
 #[test]
+fn a_newcomer_refused_at_the_door_is_heard_and_never_written() {
+    // W-TinyLFU refuses a newcomer seen once when every resident is requested: the store
+    // writes neither its slot nor its index entry, yet counts it stored and evicted and tells
+    // the listener, as for any eviction; its id is free for the next insert.
+    let heard = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let h = Arc::clone(&heard);
+    let listener = move |key: &[u8], value: &Bytes| h.lock().push((key.to_vec(), value.to_vec()));
+    let s = StoreBuilder::new()
+        .max_entries(10)
+        .shards(1)
+        .policy(PolicyKind::TinyLfu)
+        .eviction_listener(Arc::new(listener))
+        .build()
+        .unwrap();
+    for i in 0..10u8 {
+        s.insert(&[i], vec![i; 10]).unwrap();
+        for _ in 0..3 {
+            assert!(s.get(&[i]).is_some());
+        }
+    }
+    for newcomer in 100..103u8 {
+        s.insert(&[newcomer], vec![newcomer; 7]).unwrap();
+        assert!(!s.contains(&[newcomer]));
+        assert_eq!(
+            heard.lock().last(),
+            Some(&(vec![newcomer], vec![newcomer; 7]))
+        );
+        let shard = s.built_shards().next().expect("built").read();
+        shard.validate();
+        assert!(shard.slot_capacity().0 <= 11);
+    }
+    let st = s.stats();
+    assert_eq!((st.entries, st.stores, st.evictions), (10, 13, 3));
+    assert!((0..10u8).all(|i| s.contains(&[i])), "residents kept");
+}
+
+#[test]
 fn entry_budget_evicts() {
     let s = StoreBuilder::new()
         .max_entries(5)
