@@ -3,9 +3,10 @@
 //! Invariants, checked by [`Shard::validate`] in the model tests and the fuzz targets: `bytes`
 //! is the sum of the charges of the occupied slots and never exceeds `max_bytes`; the number
 //! of occupied slots never exceeds `max_entries` (within an insert whose policy decides
-//! admission at the door, both may go one entry over until it has evicted); every occupied
-//! slot is in `index` under its hash and tracked by `policy`; every free slot is on the free
-//! list once.
+//! admission at the door, the policy tracks the newcomer, and `bytes` and `entries` count it,
+//! one entry over, before its slot is written: see [`Shard::make_room_at_door`]); every
+//! occupied slot is in `index` under its hash and tracked by `policy`; every free slot is on
+//! the free list once.
 
 use bytes::Bytes;
 use hashbrown::HashTable;
@@ -157,8 +158,9 @@ impl Shard {
             }
         }
         let over = |s: &Self| s.bytes + charge > s.max_bytes || s.entries >= s.max_entries;
-        // W-TinyLFU decides the newcomer's admission at the door: it is inserted first and
-        // may be the first victim (then the insert succeeds but nothing is kept).
+        // W-TinyLFU decides the newcomer's admission at the door: the policy tracks it first
+        // and may give it up, at once or after other victims (then the insert succeeds but
+        // nothing is kept).
         let door = self.policy.inserts_first()
             && !mode.refuses_when_full()
             && !mode.keeps_newcomer()
@@ -222,6 +224,9 @@ impl Shard {
             if victim == id {
                 self.bytes -= charge;
                 self.entries -= 1;
+                // Within budget before the insert, so within it now: nothing more to evict
+                // (as when the newcomer's slot was written and taken out again).
+                debug_assert!(self.bytes <= self.max_bytes && self.entries <= self.max_entries);
                 self.free.push(id);
                 self.stats.evictions += 1;
                 if self.keep_evicted {
@@ -352,6 +357,12 @@ impl Shard {
 }
 
 impl Shard {
+    /// Slots made so far, occupied or free (tests).
+    #[cfg(test)]
+    pub(crate) fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
     /// Slots the shard has room for without growing, and ids W-TinyLFU's tables have room
     /// for (tests).
     #[cfg(test)]

@@ -231,37 +231,53 @@ fn w_tinylfu_decides_admission_at_the_door() {
 fn a_newcomer_refused_at_the_door_is_heard_and_never_written() {
     // W-TinyLFU refuses a newcomer seen once when every resident is requested: the store
     // writes neither its slot nor its index entry, yet counts it stored and evicted and tells
-    // the listener, as for any eviction; its id is free for the next insert.
-    let heard = Arc::new(parking_lot::Mutex::new(Vec::new()));
-    let h = Arc::clone(&heard);
-    let listener = move |key: &[u8], value: &Bytes| h.lock().push((key.to_vec(), value.to_vec()));
-    let s = StoreBuilder::new()
-        .max_entries(10)
-        .shards(1)
-        .policy(PolicyKind::TinyLfu)
-        .eviction_listener(Arc::new(listener))
-        .build()
-        .unwrap();
-    for i in 0..10u8 {
-        s.insert(&[i], vec![i; 10]).unwrap();
-        for _ in 0..3 {
-            assert!(s.get(&[i]).is_some());
+    // the listener, as for any eviction; its id is taken again by the next newcomer. With
+    // and without a listener, bounded in entries and in bytes.
+    for bounded_in_bytes in [false, true] {
+        for listen in [false, true] {
+            let heard = Arc::new(parking_lot::Mutex::new(Vec::new()));
+            let h = Arc::clone(&heard);
+            let listener = move |key: &[u8], value: &Bytes| {
+                h.lock().push((key.to_vec(), value.to_vec()));
+            };
+            let mut b = StoreBuilder::new().shards(1).policy(PolicyKind::TinyLfu);
+            b = if bounded_in_bytes {
+                b.max_bytes(10 * charge_of(1, 10))
+            } else {
+                b.max_entries(10)
+            };
+            if listen {
+                b = b.eviction_listener(Arc::new(listener));
+            }
+            let s = b.build().unwrap();
+            for i in 0..10u8 {
+                s.insert(&[i], vec![i; 10]).unwrap();
+                for _ in 0..3 {
+                    assert!(s.get(&[i]).is_some());
+                }
+            }
+            for newcomer in 100..103u8 {
+                s.insert(&[newcomer], vec![newcomer; 10]).unwrap();
+                assert!(!s.contains(&[newcomer]));
+                let shard = s.built_shards().next().expect("built").read();
+                shard.validate();
+                assert_eq!(shard.slot_count(), 11, "the refused id is taken again");
+            }
+            let expected: Vec<_> = if listen {
+                (100..103u8).map(|k| (vec![k], vec![k; 10])).collect()
+            } else {
+                Vec::new()
+            };
+            assert_eq!(
+                *heard.lock(),
+                expected,
+                "only the refused newcomers, in order"
+            );
+            let st = s.stats();
+            assert_eq!((st.entries, st.stores, st.evictions), (10, 13, 3));
+            assert!((0..10u8).all(|i| s.contains(&[i])), "residents kept");
         }
     }
-    for newcomer in 100..103u8 {
-        s.insert(&[newcomer], vec![newcomer; 7]).unwrap();
-        assert!(!s.contains(&[newcomer]));
-        assert_eq!(
-            heard.lock().last(),
-            Some(&(vec![newcomer], vec![newcomer; 7]))
-        );
-        let shard = s.built_shards().next().expect("built").read();
-        shard.validate();
-        assert!(shard.slot_capacity().0 <= 11);
-    }
-    let st = s.stats();
-    assert_eq!((st.entries, st.stores, st.evictions), (10, 13, 3));
-    assert!((0..10u8).all(|i| s.contains(&[i])), "residents kept");
 }
 
 #[test]
