@@ -383,7 +383,21 @@ impl TinyLfu {
     /// steady workload fills the cache its hit rate only rises; if the surge watch finds it
     /// in a fall now (its short average well below its long one), the working set changed as
     /// the cache filled, and the stored keys the sketch was just made from are mostly the
-    /// old set's: the policy restarts (which forgets that count). The surge watch cannot see that change once full (its averages
+    /// old set's: the policy restarts (which forgets that count).
+    ///
+    /// While every weight is equal each stored key is counted once into the new sketch (it
+    /// was requested once to be stored, and a doubling of the sketch counts it so too).
+    /// While weights vary the sketch starts empty: in a contest weighed by size, a heavy
+    /// resident counted once outweighs several requests of a light newcomer (about eight at
+    /// the two ends of 1 KiB-1 MiB), so a count the fill gave every resident kept whatever
+    /// mix of sizes the fill happened to store for the sketch's first aging period. Without
+    /// it the sized rows of `phase_eval` under 0.995 of the best peer went from 28 to 25 of
+    /// 104 (shortfall 0.361 to 0.303), its held-out set's shortfall from 1.471 to 1.295
+    /// (every sized family gained) and the other draws' rows under from 46 to 43; with equal
+    /// weights not counting lost (13 to 16 rows under on the usual draws; drift with Zipf
+    /// 0.7 at 500 entries 1.000 to 0.962 of the best peer's hits), and leaving the stored
+    /// keys uncounted at the sketch's later doublings too cost the held-out set (1.368)
+    /// (docs/memory-tier.md). The surge watch cannot see that change once full (its averages
     /// start then), nor the climber (its first sample too), and the admission regret
     /// lowered the bar only slowly at large sizes: the phase cycle with Zipf 1.0 at 20,000
     /// entries, whose second set comes as the cache fills, stood at 0.992-0.994 of the best
@@ -391,9 +405,15 @@ impl TinyLfu {
     /// row of `phase_eval` moved by more than 0.005 (docs/memory-tier.md).
     fn filled(&mut self) {
         self.full = true;
-        // Sized and counted only now: see `grow_sketch`. The owner inserts first, so the
-        // newcomer is one entry beyond the budget (as in `insert`).
-        self.grow_sketch(self.len().saturating_sub(1), None);
+        // Made only now (see `grow_sketch`). The owner inserts first, so the newcomer is one
+        // entry beyond the budget (as in `insert`). The stored keys are counted into it only
+        // while every weight is equal (see above).
+        let len = self.len().saturating_sub(1);
+        if self.weights_vary {
+            self.size_sketch(len);
+        } else {
+            self.grow_sketch(len, None);
+        }
         self.settled_since = Some(self.misses);
         self.climber.filled();
         self.balanced = false;
@@ -402,23 +422,32 @@ impl TinyLfu {
         }
     }
 
-    /// Sizes the sketch for `len` entries, and if it grew (and forgot) counts every stored
-    /// key but `except` once again, so that the entries kept so far do not lose their
-    /// contests to newcomers. The regret table grows with the sketch (both forget then).
-    /// Called when the cache is first full ([`TinyLfu::filled`]), then by each insert (a
-    /// cache bounded by bytes may go on to hold more, lighter entries). While the cache fills
+    /// Sizes the sketch and the regret table for `len` entries; returns whether they grew
+    /// (and forgot everything).
+    fn size_sketch(&mut self, len: usize) -> bool {
+        if !self.sketch.ensure_capacity(len) {
+            return false;
+        }
+        self.regret.resize(len);
+        true
+    }
+
+    /// Sizes the sketch for `len` entries ([`TinyLfu::size_sketch`]), and if it grew counts
+    /// every stored key but `except` once again, so that the entries kept so far do not lose
+    /// their contests to newcomers. Called when the cache is first full
+    /// ([`TinyLfu::filled`], while every weight is equal), then by each insert (a cache
+    /// bounded by bytes may go on to hold more, lighter entries). While the cache fills
     /// nothing is evicted and no contest reads the sketch, and the counts a doubling keeps
     /// are its recount's: counting every insert and recounting at each doubling were about
-    /// 17 ns of a growing put, a third of its cost over S3-FIFO's, and starting at the first
+    /// 17 ns of a growing put, a quarter of its cost over S3-FIFO's, and starting at the first
     /// eviction moved no row of `phase_eval`, its held-out set or the sized rows by more than
     /// 0.005 (docs/memory-tier.md). Hits of entries still in the window as the cache fills go
     /// uncounted; those of entries in main stay pending until their first contest. Caffeine
     /// likewise leaves its sketch unmade until the cache is half full.
     fn grow_sketch(&mut self, len: usize, except: Option<EntryId>) {
-        if !self.sketch.ensure_capacity(len) {
+        if !self.size_sketch(len) {
             return;
         }
-        self.regret.resize(len);
         let Self {
             queues,
             links,

@@ -124,6 +124,31 @@ fn the_sketch_is_made_when_the_cache_is_first_full() {
 }
 
 #[test]
+fn while_weights_vary_the_first_sketch_starts_empty() {
+    // The same fill with one entry heavier: the sketch is made, but no stored key is counted
+    // into it (a count given to every resident would be weighed by size in the contests);
+    // a hit still pending counts all the same.
+    let mut p = TinyLfu::default();
+    for id in 0..100 {
+        p.insert(id, 1000 + u64::from(id), if id == 50 { 2 } else { 1 });
+    }
+    p.touch(0);
+    p.insert(100, 1100, 1);
+    let evicted = p.evict().expect("a victim");
+    assert_eq!(p.sketch.words(), 2 * 128);
+    assert!(p.regret.heap_bytes() > 0);
+    assert_ne!(evicted, 0, "the oldest entry had a hit");
+    assert!(p.accesses(0) >= 1);
+    assert!(
+        (1..=100)
+            .filter(|&id| id != evicted)
+            .all(|id| p.sketch.estimate(1000 + u64::from(id)) == 0),
+        "no stored key counted"
+    );
+    p.validate(&|id| id != evicted);
+}
+
+#[test]
 fn per_id_tables_take_the_size_the_owner_reserves() {
     // An owner of 64 slots plus the one a newcomer takes at the door reserves 65: the
     // tables are not doubled for the 65th.
