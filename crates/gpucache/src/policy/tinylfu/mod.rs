@@ -378,12 +378,13 @@ impl TinyLfu {
     }
 
     /// The first eviction: the cache is full. The sketch and the regret table are made
-    /// ([`TinyLfu::grow_sketch`]), window overflow from now on waits for a contest, and hit
+    /// ([`TinyLfu::size_sketch`]; the stored keys counted in while every weight is equal,
+    /// below), window overflow from now on waits for a contest, and hit
     /// rates describe a full cache (the climber's and the surge watch's start over). While a
     /// steady workload fills the cache its hit rate only rises; if the surge watch finds it
     /// in a fall now (its short average well below its long one), the working set changed as
     /// the cache filled, and the stored keys the sketch was just made from are mostly the
-    /// old set's: the policy restarts (which forgets that count).
+    /// old set's: the policy restarts (which forgets that count, if any).
     ///
     /// While every weight is equal each stored key is counted once into the new sketch (it
     /// was requested once to be stored, and a doubling of the sketch counts it so too).
@@ -433,7 +434,7 @@ impl TinyLfu {
     }
 
     /// Sizes the sketch for `len` entries ([`TinyLfu::size_sketch`]), and if it grew counts
-    /// every stored key but `except` once again, so that the entries kept so far do not lose
+    /// every stored key but `except` once into it, so that the entries kept so far do not lose
     /// their contests to newcomers. Called when the cache is first full
     /// ([`TinyLfu::filled`], while every weight is equal), then by each insert (a cache
     /// bounded by bytes may go on to hold more, lighter entries). While the cache fills

@@ -134,7 +134,7 @@ fn equal_weights_never_trigger_the_size_rule() {
 fn tied_popular_entries_send_the_heavier_first() {
     // Every entry requested as often, and often (a frame loop's resources, whose counts
     // the sketch's halvings keep below its ceiling): the heaviest one the walk weighs goes
-    // before the front. The keys were counted once when the sketch was made.
+    // before the front. The keys were counted once (`probation_of`).
     let mut p = probation_of(&[10, 40, 20]);
     for id in 0..3 {
         p.sketch.increment(1000 + id, TIES_COUNT_FROM - 1);
