@@ -115,8 +115,7 @@ impl TinyLfu {
     /// [`regret`]: super::regret
     pub(super) fn admits(&self, candidate: EntryId, victim: EntryId) -> bool {
         let c = self.meta[candidate as usize];
-        let fc =
-            self.sketch.estimate(c.key_hash) as i64 + self.regret.credit() - ADMIT_MARGIN as i64;
+        let fc = self.admission_count(self.sketch.estimate(c.key_hash));
         // None or no count to spare beats nothing: the victims need not be estimated.
         let Ok(fc @ 1..) = u64::try_from(fc) else {
             return false;
@@ -171,8 +170,14 @@ impl TinyLfu {
     pub(super) fn cannot_win(&self, candidate: EntryId) -> bool {
         let m = self.meta[candidate as usize];
         let pending = u64::from(self.pending[candidate as usize].load(Ordering::Relaxed));
-        let best = (self.sketch.estimate(m.key_hash) + pending) as i64;
-        best + self.regret.credit() - ADMIT_MARGIN as i64 <= 0
+        self.admission_count(self.sketch.estimate(m.key_hash) + pending) <= 0
+    }
+
+    /// What a candidate estimated `estimate` accesses brings to its contest: less
+    /// [`ADMIT_MARGIN`], plus the credit admission regret has learnt. One formula for
+    /// [`TinyLfu::admits`] and [`TinyLfu::cannot_win`], whose answers must agree.
+    fn admission_count(&self, estimate: u64) -> i64 {
+        estimate as i64 + self.regret.credit() - ADMIT_MARGIN as i64
     }
 
     /// What an access to an entry weighing `w` is worth in a contest, up to a common factor:
