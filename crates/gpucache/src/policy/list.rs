@@ -158,6 +158,36 @@ impl Queue {
         self.len -= 1;
     }
 
+    /// Moves the `count` ids from the front up to and including `last` (which must be on
+    /// this queue, `count` places from its front) to the back of `to`, in order: one splice
+    /// however many ids it carries.
+    pub(crate) fn move_front_run(
+        &mut self,
+        links: &mut Links,
+        to: &mut Queue,
+        last: EntryId,
+        count: usize,
+    ) {
+        let first = self.head;
+        let rest = links.nodes[last as usize].next;
+        self.head = rest;
+        if rest == NIL {
+            self.tail = NIL;
+        } else {
+            links.nodes[rest as usize].prev = NIL;
+        }
+        self.len -= count;
+        links.nodes[last as usize].next = NIL;
+        links.nodes[first as usize].prev = to.tail;
+        if to.tail == NIL {
+            to.head = first;
+        } else {
+            links.nodes[to.tail as usize].next = first;
+        }
+        to.tail = last;
+        to.len += count;
+    }
+
     /// Moves `id`, which must be on this queue, to the back.
     pub(crate) fn move_to_back(&mut self, links: &mut Links, id: EntryId) {
         if self.tail != id {
@@ -235,6 +265,31 @@ mod tests {
         assert_eq!(a.pop_front(&mut links), Some(1));
         assert_eq!(a.pop_front(&mut links), Some(3));
         assert_eq!(a.pop_front(&mut links), None);
+    }
+
+    #[test]
+    fn a_front_run_moves_in_one_splice() {
+        let mut links = Links::default();
+        let (mut a, mut b) = (Queue::default(), Queue::default());
+        for id in [3, 1, 4, 5] {
+            a.push_back(&mut links, id);
+        }
+        b.push_back(&mut links, 9);
+        a.move_front_run(&mut links, &mut b, 1, 2);
+        assert_eq!(a.to_vec(&links), vec![4, 5]);
+        assert_eq!(b.to_vec(&links), vec![9, 3, 1]);
+        // The whole queue, into an empty one.
+        let mut c = Queue::default();
+        a.move_front_run(&mut links, &mut c, 5, 2);
+        assert_eq!((a.len(), a.front()), (0, None));
+        assert_eq!(c.to_vec(&links), vec![4, 5]);
+        let mut seen = std::collections::HashSet::new();
+        for q in [&a, &b, &c] {
+            q.validate(&links, &mut seen);
+        }
+        a.push_back(&mut links, 8);
+        assert_eq!(a.to_vec(&links), vec![8]);
+        a.validate(&links, &mut seen);
     }
 
     #[test]

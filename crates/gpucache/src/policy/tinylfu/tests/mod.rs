@@ -125,6 +125,40 @@ fn the_sketch_is_made_when_the_cache_is_first_full() {
 }
 
 #[test]
+fn the_window_keeps_the_fill_and_hands_its_overflow_on_at_the_first_eviction() {
+    // While the cache fills every entry stays in the window (no move per insert).
+    let mut p = TinyLfu::default();
+    for id in 0..200 {
+        p.insert(id, 1000 + u64::from(id), 1);
+    }
+    p.touch(0);
+    p.touch(0);
+    assert_eq!(p.queues[Place::Window as usize].len(), 200);
+    assert_eq!(p.weights[Place::Window as usize], 200);
+    p.validate(&|_| true);
+    // The first eviction moves the oldest beyond the window's share to probation, in
+    // order, their pending hits kept: the oldest, hit twice, is promoted with its hits
+    // folded, the next one goes, and the window keeps the newest.
+    p.insert(200, 1200, 1);
+    let evicted = p.evict().expect("a victim");
+    assert_eq!(evicted, 1);
+    let target = p.climber.window_target(p.total);
+    let window = p.queues[Place::Window as usize].to_vec(&p.links);
+    assert_eq!(p.weights[Place::Window as usize], window.len() as u64);
+    assert!(window.len() as u64 <= target && !window.is_empty());
+    assert_eq!(*window.last().expect("newest"), 200);
+    assert!(window.windows(2).all(|w| w[0] < w[1]), "{window:?}");
+    assert_eq!(p.meta[0].place, Place::Protected);
+    assert!(p.accesses(0) >= 3, "the fill's count and two hits");
+    let probation = p.queues[Place::Probation as usize].to_vec(&p.links);
+    assert!(probation.windows(2).all(|w| w[0] < w[1]), "{probation:?}");
+    assert!(probation
+        .iter()
+        .all(|&id| p.meta[id as usize].place == Place::Probation));
+    p.validate(&|id| id != evicted);
+}
+
+#[test]
 fn while_weights_vary_the_first_sketch_starts_empty() {
     // The same fill with one entry heavier: the sketch is made, but no stored key is counted
     // into it (a count given to every resident would be weighed by size in the contests);
@@ -315,9 +349,11 @@ fn frequent_candidate_displaces_rare_victim() {
     for id in 0..100 {
         p.insert(id, 1000 + u64::from(id), 1);
     }
-    // Filling: only the newest stays in the 1% window, the rest went to probation.
-    assert_eq!(p.queues[Place::Window as usize].len(), 1);
+    // Filling: the window keeps every entry until the first eviction; then only the newest
+    // stays in the 1% window, the rest go to probation.
+    assert_eq!(p.queues[Place::Window as usize].len(), 100);
     assert_eq!(p.evict(), Some(0), "no candidate yet: probation's oldest");
+    assert_eq!(p.queues[Place::Window as usize].len(), 1);
     // Key 7777 was requested often before (the sketch remembers evicted keys).
     p.sketch.increment(7777, 10);
     p.insert(0, 7777, 1);
