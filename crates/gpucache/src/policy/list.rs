@@ -168,6 +168,7 @@ impl Queue {
         last: EntryId,
         count: usize,
     ) {
+        debug_assert!(count > 0 && count <= self.len && self.head != NIL);
         let first = self.head;
         let rest = links.nodes[last as usize].next;
         self.head = rest;

@@ -44,7 +44,8 @@
 //! chance (moved to the back, or promoted) and its pending hits are folded into the sketch
 //! at that moment (while the cache fills nothing reaches a queue's front: the window keeps
 //! every entry until the first eviction, [`TinyLfu::end_fill_window`], and the fill's hits
-//! wait, pending, until the sketch is made).
+//! wait, pending, until each entry first reaches a queue's front once the sketch is made;
+//! those of an entry removed during the fill are dropped).
 //!
 //! Invariants (checked by [`TinyLfu::validate`]): every tracked id is on exactly one queue,
 //! the one its metadata names; each queue's weight is the sum of its entries' weights;
@@ -266,8 +267,9 @@ impl TinyLfu {
         self.queues[place as usize].front()
     }
 
-    /// Moves window overflow out of the window (to probation while filling, else to the
-    /// candidates) and protected overflow down to probation.
+    /// Moves window overflow out of the window to the candidates once the cache is full
+    /// (while it fills the window keeps every entry: [`TinyLfu::end_fill_window`]) and
+    /// protected overflow down to probation.
     fn rebalance(&mut self) {
         let total = self.total_weight();
         // While the cache fills the window keeps every entry; its overflow goes to probation
@@ -454,6 +456,7 @@ impl TinyLfu {
             last = Some(id);
         }
         let Some(last) = last else { return };
+        // In `Place` order: window, candidate, probation, protected.
         let [window_queue, _, probation, _] = &mut self.queues;
         window_queue.move_front_run(&mut self.links, probation, last, count);
         self.weights[window] -= moved;
@@ -778,8 +781,7 @@ impl EvictionPolicy for TinyLfu {
             self.rebalance();
         }
         // Each eviction settles one contest while each insertion may add a candidate, so a
-        // backlog (the whole window overflow at the first eviction, or after the share
-        // shrank) would never drain and its entries would hold space that neither the
+        // backlog (after the share shrank) would never drain and its entries would hold space that neither the
         // window nor main uses. Only the newest candidate waits for a contest; older ones
         // join probation and compete there as victims.
         while self.queues[Place::Candidate as usize].len() > 1 {

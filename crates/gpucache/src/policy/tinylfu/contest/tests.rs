@@ -55,6 +55,7 @@ fn a_heavy_rejected_keys_return_raises_the_bias_by_its_worth() {
     let raised = |weight| {
         let mut p = inserted(100);
         // A returning key is looked up only once the cache is full.
+        p.end_fill_window();
         p.full = true;
         p.update(99, 20);
         p.regret.note(1000, Loser::Displaced);

@@ -105,7 +105,7 @@ fn the_sketch_is_made_when_the_cache_is_first_full() {
     assert_eq!(p.sketch.words(), 0);
     assert_eq!(p.regret.heap_bytes(), 0);
     // The first eviction sizes both and counts every stored key once; hits still pending
-    // (of entries past the window) add to that.
+    // (every hit of the fill waits) add to that.
     p.insert(100, 1100, 1);
     let evicted = p.evict().expect("a victim");
     assert_eq!(p.sketch.words(), 2 * 128);
@@ -399,16 +399,21 @@ fn pending_hits_saturate() {
 #[test]
 fn a_backlog_of_candidates_joins_probation() {
     let mut p = TinyLfu::default();
-    for id in 0..1000 {
+    for id in 0..=1000 {
         p.insert(id, u64::from(id), 1);
     }
-    // Make the window hold ten entries beyond its share, then evict once.
-    for id in 0..10 {
+    // The first eviction ends the fill (probation's oldest goes); then make the window hold
+    // ten entries beyond its share: its overflow becomes a backlog of candidates.
+    assert_eq!(p.evict(), Some(0));
+    for id in 1..=10 {
         p.relocate(id, Place::Window);
     }
+    p.rebalance();
+    assert!(p.queues[Place::Candidate as usize].len() > 1);
+    // One eviction: all but the newest candidate join probation.
     p.evict();
     assert!(p.queues[Place::Candidate as usize].len() <= 1);
-    p.validate(&|id| p.meta[id as usize].place != Place::Window || id < 1000);
+    p.validate(&|id| p.meta[id as usize].place != Place::Window || id <= 1000);
 }
 
 #[test]
