@@ -432,7 +432,8 @@ impl TinyLfu {
     /// probation entry hit during the fill always was). While the cache fills nothing is
     /// evicted, so the window keeps every entry until now ([`TinyLfu::rebalance`]) rather
     /// than moving one to probation per insert: that move was half of the policy's cost of
-    /// a put into a cache with room (27 ns against 14 ns on the hot-path VM; S3-FIFO 11).
+    /// a put into a cache with room (the policy alone: 27 ns an insert before, 14 ns after,
+    /// S3-FIFO's 10-12, on issue 15's latest round's VM).
     /// What it changes: an entry hit in its first 1% of the fill no longer gets the
     /// window's second chance (moved to its back, the hits dropped for want of a sketch);
     /// its hits wait and promote it instead. Measured on every row of `phase_eval`, neutral:
