@@ -36,6 +36,9 @@ impl Sketch {
     /// Resizing doubles, so it happens O(log n) times.
     #[inline]
     pub(super) fn ensure_capacity(&mut self, keys: usize) -> bool {
+        if self.fits(keys) {
+            return false;
+        }
         let keys = keys.max(64).next_power_of_two();
         let want = 2 * keys;
         if self.table.len() >= want {
@@ -45,6 +48,14 @@ impl Sketch {
         self.size = 0;
         self.sample = 10 * keys as u64;
         true
+    }
+
+    /// Whether the table is sized for `keys` keys, so that [`Sketch::ensure_capacity`] would
+    /// keep it: the check an insert into a full cache makes (the table is empty or a power
+    /// of two of at least 128 words, two per key for a power of two of at least 64 keys).
+    #[inline]
+    pub(super) fn fits(&self, keys: usize) -> bool {
+        !self.table.is_empty() && keys <= self.table.len() / 2
     }
 
     /// The table length, in words (tests and memory accounting).
@@ -295,6 +306,24 @@ mod tests {
         s.validate();
         for k in 0..500u64 {
             assert_eq!(s.estimate(k.wrapping_mul(0x9E37_79B9_7F4A_7C15)), 0);
+        }
+    }
+
+    #[test]
+    fn fits_says_whether_ensure_capacity_keeps_the_table() {
+        for sized_for in [0, 1, 64, 65, 100, 128, 1000, 4096] {
+            let mut s = Sketch::default();
+            if sized_for > 0 {
+                s.ensure_capacity(sized_for);
+            }
+            for keys in 0..10_000 {
+                let mut grown = Sketch::default();
+                if sized_for > 0 {
+                    grown.ensure_capacity(sized_for);
+                }
+                let kept = !grown.ensure_capacity(keys);
+                assert_eq!(s.fits(keys), kept, "sized for {sized_for}, {keys} keys");
+            }
         }
     }
 
