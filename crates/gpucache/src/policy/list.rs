@@ -27,18 +27,26 @@ impl Links {
         super::reserve_exact_ids(&mut self.nodes, ids);
     }
 
-    /// Makes room for `id`.
+    /// Makes room for `id`. Inline, with the growth out of line: every push asks, and
+    /// nearly every one finds room (a push was a call of about 34 instructions, a third of
+    /// W-TinyLFU's move of an entry between queues).
+    #[inline]
     pub(crate) fn ensure(&mut self, id: EntryId) {
-        let needed = id as usize + 1;
-        if self.nodes.len() < needed {
-            self.nodes.resize(
-                needed,
-                Node {
-                    prev: NIL,
-                    next: NIL,
-                },
-            );
+        if self.nodes.len() <= id as usize {
+            self.grow_to(id);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow_to(&mut self, id: EntryId) {
+        self.nodes.resize(
+            id as usize + 1,
+            Node {
+                prev: NIL,
+                next: NIL,
+            },
+        );
     }
 
     pub(crate) fn clear(&mut self) {
@@ -101,6 +109,7 @@ impl Queue {
     }
 
     /// Appends `id`, which must not be on any queue sharing `links`.
+    #[inline]
     pub(crate) fn push_back(&mut self, links: &mut Links, id: EntryId) {
         links.ensure(id);
         links.nodes[id as usize] = Node {
@@ -117,6 +126,7 @@ impl Queue {
     }
 
     /// Prepends `id` (it becomes the oldest), which must not be on any queue sharing `links`.
+    #[inline]
     pub(crate) fn push_front(&mut self, links: &mut Links, id: EntryId) {
         links.ensure(id);
         links.nodes[id as usize] = Node {
@@ -143,6 +153,7 @@ impl Queue {
     }
 
     /// Removes `id`, which must be on this queue.
+    #[inline]
     pub(crate) fn unlink(&mut self, links: &mut Links, id: EntryId) {
         let Node { prev, next } = links.nodes[id as usize];
         if prev == NIL {

@@ -463,7 +463,7 @@ impl EvictionPolicy for TinyLfu {
             if self.surge.fires(self.regret.bias()) {
                 self.surged(len as u64);
             }
-            self.sketch.increment(key_hash, 1);
+            self.sketch.increment_once(key_hash);
         }
         self.count_miss(len as u64);
         self.rebalance();

@@ -180,7 +180,7 @@ impl TinyLfu {
         for q in queues.iter() {
             q.for_each(links, |other| {
                 if Some(other) != except {
-                    sketch.increment(meta[other as usize].key_hash, 1);
+                    sketch.increment_once(meta[other as usize].key_hash);
                 }
             });
         }

@@ -139,6 +139,33 @@ impl Sketch {
         }
     }
 
+    /// Records one access to `key_hash`: what `increment(key_hash, 1)` does, without the
+    /// run's arithmetic (each insert counts its key once, and a mixed-size put spent about
+    /// a tenth of its instructions in [`Sketch::increment`]). The rows at the minimum grow by
+    /// one, added without a branch on which they are (see there).
+    #[inline]
+    pub(super) fn increment_once(&mut self, key_hash: u64) {
+        if self.table.is_empty() {
+            return;
+        }
+        let slots = self.slots(key_hash);
+        let min = self.least(&slots);
+        if min == MAX_COUNT {
+            return;
+        }
+        for &(i, shift) in &slots {
+            // Read again: two rows may share a counter, which must grow only once. Every
+            // counter here is at least `min`, and stays at most 15.
+            let count = (self.table[i] >> shift) & MAX_COUNT;
+            self.table[i] += u64::from(count == min) << shift;
+        }
+        // `size < sample` between calls (see `increment`).
+        self.size += 1;
+        if self.size >= self.sample {
+            self.halve();
+        }
+    }
+
     /// Sets every counter to zero (as four halvings would).
     pub(super) fn forget(&mut self) {
         self.table.fill(0);
@@ -232,6 +259,25 @@ mod tests {
             assert_eq!((&runs.table, runs.size), (&singles.table, singles.size));
         }
         runs.validate();
+    }
+
+    #[test]
+    fn one_increment_is_one_by_the_book() {
+        // Few keys over a small table, as above: shared counters, saturation, halvings.
+        let (mut fast, mut book) = (Sketch::default(), Sketch::default());
+        fast.ensure_capacity(64);
+        book.ensure_capacity(64);
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let key = (x % 200).wrapping_mul(0x2545_F491_4F6C_DD1D);
+            fast.increment_once(key);
+            increment_once_by_the_book(&mut book, key);
+            assert_eq!((&fast.table, fast.size), (&book.table, book.size));
+        }
+        fast.validate();
     }
 
     #[test]
