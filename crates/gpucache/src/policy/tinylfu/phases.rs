@@ -10,9 +10,9 @@ impl TinyLfu {
     /// Counts a miss; every so many misses hands the hits and misses since the last probe
     /// to the climber and to the surge watch (which starts over when the cache is first
     /// full: [`TinyLfu::filled`]); each probe also moves admission regret's slow average of
-    /// its bias ([`Regret::observe`]) and lets a hint that no contest renews lapse
-    /// ([`TinyLfu::lapse_unrenewed_hint`]). Hits alone cannot drive the count: they arrive
-    /// under a shared lock.
+    /// its bias ([`Regret::observe`](super::regret::Regret::observe)) and lets a hint that
+    /// no contest renews lapse ([`TinyLfu::lapse_unrenewed_hint`]). Hits alone cannot drive
+    /// the count: they arrive under a shared lock.
     pub(super) fn count_miss(&mut self, len: u64) {
         self.misses_since_probe += 1;
         self.misses += 1;
@@ -45,7 +45,7 @@ impl TinyLfu {
     /// taken the window to all the cache, a loop or a settled Zipf that followed stayed LRU
     /// (docs/memory-tier.md, *The hint's climb*).
     ///
-    /// [`Regret::lapse_recency`]: regret::Regret::lapse_recency
+    /// [`Regret::lapse_recency`]: super::regret::Regret::lapse_recency
     pub(super) fn lapse_unrenewed_hint(&mut self) {
         let contests = self.regret.contest_seq();
         let contested = std::mem::replace(&mut self.contests_at_probe, contests) != contests;
@@ -157,8 +157,9 @@ impl TinyLfu {
     /// Sizes the sketch for `len` entries ([`TinyLfu::size_sketch`]), and if it grew counts
     /// every stored key but `except` once into it, so that the entries kept so far do not lose
     /// their contests to newcomers. Called when the cache is first full
-    /// ([`TinyLfu::filled`], while every weight is equal), then by each insert (a cache
-    /// bounded by bytes may go on to hold more, lighter entries). While the cache fills
+    /// ([`TinyLfu::filled`], while every weight is equal), then by an insert that finds it
+    /// too small ([`Sketch::fits`](super::sketch::Sketch::fits): a cache bounded by bytes
+    /// may go on to hold more, lighter entries). While the cache fills
     /// nothing is evicted and no contest reads the sketch, and the counts a doubling keeps
     /// are its recount's: counting every insert and recounting at each doubling were about
     /// 17 ns of a growing put, a quarter of its cost over S3-FIFO's, and starting at the first
@@ -204,6 +205,8 @@ impl TinyLfu {
     /// the phase cycles whose sets alternate within about two turnovers (10,000 and 20,000
     /// entries: -0.009 to -0.020): a returning set found nothing of itself left, where the
     /// peers, and the policy without it, keep part of it (docs/memory-tier.md).
+    ///
+    /// [`surge`]: super::surge
     pub(super) fn surged(&mut self, len: u64) {
         // Surges come only once the cache is full, which sets `settled_since`.
         let settled = self
@@ -235,6 +238,8 @@ impl TinyLfu {
     /// passed (counted by [`TinyLfu::count_miss`]): a surge and the climber usually both
     /// see a change of working set, and the second forgetting helps when it comes a few
     /// thousand requests into the new set, not when it lands on the first one's heels.
+    ///
+    /// [`surge`]: super::surge
     pub(super) fn restart(&mut self) {
         let len = self.len() as u64;
         if self.restart_too_soon(len) {
