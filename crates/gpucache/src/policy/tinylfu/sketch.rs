@@ -238,6 +238,14 @@ mod tests {
         }
     }
 
+    /// One xorshift step of `x`, returned.
+    fn next(x: &mut u64) -> u64 {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        *x
+    }
+
     #[test]
     fn a_run_of_increments_is_as_many_single_ones() {
         // Few keys over a small table: shared words and counters, saturation, and a halving
@@ -245,11 +253,9 @@ mod tests {
         let (mut runs, mut singles) = (Sketch::default(), Sketch::default());
         runs.ensure_capacity(64);
         singles.ensure_capacity(64);
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
         for _ in 0..20_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            let x = next(&mut state);
             let key = (x % 300).wrapping_mul(0x9E37_79B9_7F4A_7C15);
             let times = (x >> 40) % 17;
             runs.increment(key, times);
@@ -267,11 +273,9 @@ mod tests {
         let (mut fast, mut book) = (Sketch::default(), Sketch::default());
         fast.ensure_capacity(64);
         book.ensure_capacity(64);
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
         for _ in 0..20_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            let x = next(&mut state);
             let key = (x % 200).wrapping_mul(0x2545_F491_4F6C_DD1D);
             fast.increment_once(key);
             increment_once_by_the_book(&mut book, key);

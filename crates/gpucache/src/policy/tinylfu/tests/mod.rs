@@ -71,6 +71,13 @@ pub(super) fn probation_of(weights: &[u64]) -> TinyLfu {
     p
 }
 
+/// Inserts `ids` with weight 1, each under the key hash 1000 + its id.
+fn insert_unit_ids(p: &mut TinyLfu, ids: std::ops::Range<EntryId>) {
+    for id in ids {
+        p.insert(id, 1000 + u64::from(id), 1);
+    }
+}
+
 /// The next uniform draw in [0, 1) of `x`'s xorshift.
 fn uniform(x: &mut u64) -> f64 {
     *x ^= *x << 13;
@@ -99,9 +106,7 @@ fn drifting(ranks: Vec<u64>, every: u64) -> Vec<u64> {
 fn the_sketch_is_made_when_the_cache_is_first_full() {
     // While the cache fills nothing is evicted: no sketch, no regret table.
     let mut p = TinyLfu::default();
-    for id in 0..100 {
-        p.insert(id, 1000 + u64::from(id), 1);
-    }
+    insert_unit_ids(&mut p, 0..100);
     p.touch(0);
     assert_eq!(p.sketch.words(), 0);
     assert_eq!(p.regret.heap_bytes(), 0);
@@ -118,9 +123,7 @@ fn the_sketch_is_made_when_the_cache_is_first_full() {
     assert!(p.accesses(0) >= 2);
     p.validate(&|id| id != evicted);
     // From then on it grows with the tracked entries, counting them again.
-    for id in 101..300 {
-        p.insert(id, 1000 + u64::from(id), 1);
-    }
+    insert_unit_ids(&mut p, 101..300);
     assert_eq!(p.sketch.words(), 2 * 512);
     assert!((101..300).all(|id| p.accesses(id) >= 1));
 }
@@ -129,9 +132,7 @@ fn the_sketch_is_made_when_the_cache_is_first_full() {
 fn the_window_keeps_the_fill_and_hands_its_overflow_on_at_the_first_eviction() {
     // While the cache fills every entry stays in the window (no move per insert).
     let mut p = TinyLfu::default();
-    for id in 0..200 {
-        p.insert(id, 1000 + u64::from(id), 1);
-    }
+    insert_unit_ids(&mut p, 0..200);
     p.touch(0);
     p.touch(0);
     assert_eq!(p.queues[Place::Window as usize].len(), 200);
@@ -243,9 +244,7 @@ fn admission_credit_follows_the_workload() {
 fn a_restart_forgets_the_counts_unless_the_credit_is_strict() {
     for (bias, kept) in [(-1.0, 4), (0.0, 0), (3.0, 0)] {
         let mut p = TinyLfu::default();
-        for id in 0..100 {
-            p.insert(id, 1000 + u64::from(id), 1);
-        }
+        insert_unit_ids(&mut p, 0..100);
         p.grow_sketch(100, None);
         p.sketch.increment(7, 9);
         p.regret = Regret::with_bias(bias);
@@ -347,9 +346,7 @@ fn scans_do_not_flush_the_popular_keys() {
 #[test]
 fn frequent_candidate_displaces_rare_victim() {
     let mut p = TinyLfu::default();
-    for id in 0..100 {
-        p.insert(id, 1000 + u64::from(id), 1);
-    }
+    insert_unit_ids(&mut p, 0..100);
     // Filling: the window keeps every entry until the first eviction; then only the newest
     // stays in the 1% window, the rest go to probation.
     assert_eq!(p.queues[Place::Window as usize].len(), 100);
