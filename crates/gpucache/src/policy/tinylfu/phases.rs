@@ -12,16 +12,31 @@ impl TinyLfu {
     /// full: [`TinyLfu::filled`]); each probe also moves admission regret's slow average of
     /// its bias ([`Regret::observe`](super::regret::Regret::observe)) and lets a hint that
     /// no contest renews lapse ([`TinyLfu::lapse_unrenewed_hint`]). Hits alone cannot drive
-    /// the count: they arrive under a shared lock.
+    /// the count: they arrive under a shared lock. Inline, the probe and a restart that
+    /// waited out of line: every insert counts a miss, and few probe.
+    #[inline]
     pub(super) fn count_miss(&mut self, len: u64) {
         self.misses_since_probe += 1;
         self.misses += 1;
-        if self.restart_deferred && !self.restart_too_soon(self.len() as u64) {
+        if self.restart_deferred {
+            self.restart_if_due();
+        }
+        if self.misses_since_probe >= (len / 8).max(16) {
+            self.probe(len);
+        }
+    }
+
+    /// A restart that waited ([`TinyLfu::restart`]), once [`RESTART_SPACING`] has passed.
+    #[inline(never)]
+    fn restart_if_due(&mut self) {
+        if !self.restart_too_soon(self.len() as u64) {
             self.restart();
         }
-        if self.misses_since_probe < (len / 8).max(16) {
-            return;
-        }
+    }
+
+    /// Hands the hits and misses since the last probe on ([`TinyLfu::count_miss`]).
+    #[inline(never)]
+    fn probe(&mut self, len: u64) {
         let counted = self.hits.as_mut().map_or(0, StripedCount::sum_mut);
         let hits = counted.wrapping_sub(self.hits_at_probe);
         self.hits_at_probe = counted;
