@@ -169,10 +169,10 @@ pub struct TinyLfu {
     regret: Regret,
     /// Restarts at once when a fall of the hit rate meets returning rejected keys.
     surge: Surge,
-    /// Whether nothing moved since the last [`TinyLfu::rebalance`] (set at its end): the
-    /// owner that inserts first calls [`EvictionPolicy::evict`] right after
-    /// [`EvictionPolicy::insert`] rebalanced, and the second rebalance cost an evicting put
-    /// about 3 ns. Cleared wherever an entry moves or a weight leaves or changes
+    /// Whether nothing moved since the last [`TinyLfu::rebalance`] (set at its end, or by
+    /// an insert while the cache fills, which has nothing to rebalance): the owner that
+    /// inserts first calls [`EvictionPolicy::evict`] right after [`EvictionPolicy::insert`]
+    /// rebalanced, and the second rebalance cost an evicting put about 3 ns. Cleared wherever an entry moves or a weight leaves or changes
     /// ([`TinyLfu::relocate`], [`TinyLfu::untrack`], [`EvictionPolicy::update`]) and when
     /// the cache is first full ([`TinyLfu::filled`]). A rebalance ends at a fixed point of
     /// the weights and the two targets; the targets move only with the total weight (the
