@@ -172,13 +172,13 @@ pub struct TinyLfu {
     /// Whether nothing moved since the last [`TinyLfu::rebalance`] (set at its end, or by
     /// an insert while the cache fills, which has nothing to rebalance): the owner that
     /// inserts first calls [`EvictionPolicy::evict`] right after [`EvictionPolicy::insert`]
-    /// rebalanced, and the second rebalance cost an evicting put about 3 ns. Cleared wherever an entry moves or a weight leaves or changes
-    /// ([`TinyLfu::relocate`], [`TinyLfu::untrack`], [`EvictionPolicy::update`]) and when
-    /// the cache is first full ([`TinyLfu::filled`]). A rebalance ends at a fixed point of
-    /// the weights and the two targets; the targets move only with the total weight (the
-    /// same places), the climber's share and the admission credit (both in inserts, before
-    /// their rebalance, or in evictions, which untrack) and restarts (the same). Hits
-    /// change none of them.
+    /// rebalanced, and the second rebalance cost an evicting put about 3 ns. Cleared
+    /// wherever an entry moves or a weight leaves or changes ([`TinyLfu::relocate`],
+    /// [`TinyLfu::untrack`], [`EvictionPolicy::update`]) and when the cache is first full
+    /// ([`TinyLfu::filled`]). A rebalance ends at a fixed point of the weights and the two
+    /// targets; the targets move only with the total weight (the same places), the
+    /// climber's share and the admission credit (both in inserts, before their rebalance,
+    /// or in evictions, which untrack) and restarts (the same). Hits change none of them.
     balanced: bool,
     /// Set by the first eviction: until then the cache is filling, the window keeps every
     /// entry (its overflow goes to probation without a contest, in one splice, at the first
