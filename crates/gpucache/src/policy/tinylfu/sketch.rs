@@ -246,42 +246,58 @@ mod tests {
         *x
     }
 
-    #[test]
-    fn a_run_of_increments_is_as_many_single_ones() {
-        // Few keys over a small table: shared words and counters, saturation, and a halving
-        // every 640 increments, often inside a run.
-        let (mut runs, mut singles) = (Sketch::default(), Sketch::default());
-        runs.ensure_capacity(64);
-        singles.ensure_capacity(64);
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
+    /// Drives two sketches sized for 64 keys through 20,000 xorshift steps from `seed`, the
+    /// key of each step one of `keys` (times `spread`): `step` records it in `tested` and in
+    /// `book` (with the step's value), and both must then hold the same table and count.
+    /// Few keys over a small table: shared words and counters, saturation, and a halving
+    /// every 640 increments.
+    fn against_the_book(
+        seed: u64,
+        keys: u64,
+        spread: u64,
+        mut step: impl FnMut(&mut Sketch, &mut Sketch, u64, u64),
+    ) {
+        let (mut tested, mut book) = (Sketch::default(), Sketch::default());
+        tested.ensure_capacity(64);
+        book.ensure_capacity(64);
+        let mut state = seed;
         for _ in 0..20_000 {
             let x = next(&mut state);
-            let key = (x % 300).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            let times = (x >> 40) % 17;
-            runs.increment(key, times);
-            for _ in 0..times {
-                increment_once_by_the_book(&mut singles, key);
-            }
-            assert_eq!((&runs.table, runs.size), (&singles.table, singles.size));
+            let key = (x % keys).wrapping_mul(spread);
+            step(&mut tested, &mut book, key, x);
+            assert_eq!((&tested.table, tested.size), (&book.table, book.size));
         }
-        runs.validate();
+        tested.validate();
+    }
+
+    #[test]
+    fn a_run_of_increments_is_as_many_single_ones() {
+        // Runs of up to 16, so halvings often fall inside one.
+        against_the_book(
+            0x2545_F491_4F6C_DD1D,
+            300,
+            0x9E37_79B9_7F4A_7C15,
+            |runs, singles, key, x| {
+                let times = (x >> 40) % 17;
+                runs.increment(key, times);
+                for _ in 0..times {
+                    increment_once_by_the_book(singles, key);
+                }
+            },
+        );
     }
 
     #[test]
     fn one_increment_is_one_by_the_book() {
-        // Few keys over a small table, as above: shared counters, saturation, halvings.
-        let (mut fast, mut book) = (Sketch::default(), Sketch::default());
-        fast.ensure_capacity(64);
-        book.ensure_capacity(64);
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        for _ in 0..20_000 {
-            let x = next(&mut state);
-            let key = (x % 200).wrapping_mul(0x2545_F491_4F6C_DD1D);
-            fast.increment_once(key);
-            increment_once_by_the_book(&mut book, key);
-            assert_eq!((&fast.table, fast.size), (&book.table, book.size));
-        }
-        fast.validate();
+        against_the_book(
+            0x9E37_79B9_7F4A_7C15,
+            200,
+            0x2545_F491_4F6C_DD1D,
+            |fast, book, key, _| {
+                fast.increment_once(key);
+                increment_once_by_the_book(book, key);
+            },
+        );
     }
 
     #[test]
