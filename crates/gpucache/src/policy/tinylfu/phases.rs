@@ -50,6 +50,9 @@ impl TinyLfu {
         {
             self.restart();
         }
+        if self.climber.take_failed_lift() {
+            self.regret.fall_back_to_settled();
+        }
     }
 
     /// At a window of all the cache no contest runs, so admission regret, whose evidence is

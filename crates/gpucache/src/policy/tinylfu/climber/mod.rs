@@ -37,7 +37,8 @@
 //! larger window, unless the climb's own samples refute it by a clear fall (two samples in
 //! a row), and once the hint ends the climb heads back down; where it only may (a lean), a
 //! climber resting at the smallest window takes a step up and hill climbing decides from
-//! there.
+//! there, the lift on trial: if its samples stand below the rate at rest, the window closes
+//! again and neither the lean nor the hint moves it while they last ([`LiftTrial`]).
 //!
 //! The hit rates count every hit, those of entries whose pending count has saturated too
 //! (but for the few that threads sharing a stripe of the policy's count may overwrite). They
@@ -150,6 +151,28 @@ const REFUTE_OVER_BAND: f64 = 2.0;
 /// The most samples a climb back after a restart is followed for.
 const MAX_HELD: usize = 8;
 
+/// Samples after a lean's lift until its trial is judged ([`LiftTrial`]). The first one
+/// after the lift pays for the move itself; 2 and 4 kept less of the trial's gain on the
+/// drifts at 500-700 entries (docs/memory-tier.md, *A lift on trial*).
+const LIFT_TRIAL_SAMPLES: u32 = 3;
+
+/// A lean's lift off the smallest window, on trial. Once the window opens, the contests'
+/// candidates are entries that were just requested, their losers come back, and admission
+/// regret's bias rises to the hint that recency pays: the hint then fed on the window it
+/// had opened, and where a closed window was best (a drift at 400-700 entries) the climb
+/// walked to all the cache while the hit rate fell by 2-4 points. So the lift is judged by
+/// the climber's own samples: [`LIFT_TRIAL_SAMPLES`] after it, the mean rate of the last
+/// two must not stand below the rate at rest by more than the reversal band.
+#[derive(Clone, Copy, Debug)]
+struct LiftTrial {
+    /// The mean hit rate of the last two samples at rest.
+    rest: f64,
+    /// Samples since the lift.
+    samples: u32,
+    /// The last sample's hit rate.
+    last: f64,
+}
+
 /// A restart's fall of the hit rate, while the rate climbs back: what the average of the
 /// changes has not learnt yet.
 #[derive(Clone, Debug)]
@@ -202,6 +225,14 @@ pub(super) struct Climber {
     /// Whether the last sample under the hint moved the share and did not lower the hit
     /// rate (two in a row double the step: [`MAX_HINTED_STEP`]).
     held_under_hint: bool,
+    /// A lean's lift being judged.
+    trial: Option<LiftTrial>,
+    /// Whether a lift failed its trial: neither the lean nor the hint moves the window until
+    /// a restart or until regret no longer leans ([`Climber::judge_lift`]).
+    lift_refuted: bool,
+    /// Set when a lift fails its trial, until the policy takes it
+    /// ([`Climber::take_failed_lift`]).
+    lift_failed: bool,
 }
 
 /// A sample watched in parts ([`part_of`]).
@@ -277,6 +308,9 @@ impl Default for Climber {
             pays_refuted: false,
             fell_from_best: false,
             held_under_hint: false,
+            trial: None,
+            lift_refuted: false,
+            lift_failed: false,
         }
     }
 }
@@ -496,6 +530,11 @@ impl Climber {
         if (change < -reverse_at || rate < best - reverse_at) && self.moved && !restart {
             self.step = -self.step;
         }
+        if restart || recency == Recency::Unproven {
+            self.trial = None;
+            self.lift_refuted = false;
+        }
+        self.judge_lift(rate, reverse_at);
         let pays = self.pays(recency, restart, direction, best - rate, reverse_at);
         if std::mem::replace(&mut self.paid, pays) && !pays && self.share > MIN_SHARE {
             // The hint that drove the climb up has ended (or been refuted): the share it
@@ -513,7 +552,7 @@ impl Climber {
             };
         }
         // A lean does not lift on a restart: at a bound a restart keeps its place (above).
-        let leans = recency == Recency::Leans && !restart;
+        let leans = recency == Recency::Leans && !restart && !self.lift_refuted;
         if (pays || leans) && !self.moved && self.share <= MIN_SHARE && self.step < MIN_STEP {
             // Resting at the smallest window while rejected keys keep coming back: the one
             // way off the bound (a fall there does not turn the climb, see above). Without
@@ -524,6 +563,13 @@ impl Climber {
             // holds (a single try per rest failed on noise: drift-0.7@150 -0.03).
             self.step = STEP;
             self.lifted = !pays;
+            if !pays {
+                self.trial = Some(LiftTrial {
+                    rest: (rate + previous) / 2.0,
+                    samples: 0,
+                    last: rate,
+                });
+            }
         } else if !pays && !self.moved && self.share >= MAX_SHARE && self.step > -MIN_STEP {
             // Resting at the largest window once recency no longer pays: the way back down
             // (the hint takes a drifting set's climb there, and nothing else would turn it
@@ -603,7 +649,41 @@ impl Climber {
             self.pays_refuted = true;
         }
         self.fell_from_best = fell;
-        hinted && !self.pays_refuted
+        hinted && !self.pays_refuted && !self.lift_refuted
+    }
+
+    /// Counts a sample of a lean's lift on trial ([`LiftTrial`]) that came in at `rate`, and
+    /// at the last one judges it: if the mean of the last two samples stands below the rate
+    /// at rest by more than `reverse_at` (the band a fall must leave to turn the climb), the
+    /// window closes at once, and neither the lean nor the hint lifts it again until a
+    /// restart or until regret no longer leans. Stepping down instead, the window stood open
+    /// for a few samples more and the hint, still fed by its losers, climbed again (drift
+    /// with Zipf 0.9 at 700 entries 0.9905 of the best peer's hits rather than 0.9934).
+    fn judge_lift(&mut self, rate: f64, reverse_at: f64) {
+        let Some(trial) = &mut self.trial else { return };
+        trial.samples += 1;
+        if trial.samples < LIFT_TRIAL_SAMPLES {
+            trial.last = rate;
+            return;
+        }
+        let LiftTrial { rest, last, .. } = *trial;
+        self.trial = None;
+        if (rate + last) / 2.0 < rest - reverse_at {
+            self.lift_refuted = true;
+            self.lift_failed = true;
+            self.share = MIN_SHARE;
+            self.fraction = fraction_of(MIN_SHARE);
+            self.step = -STEP;
+        }
+    }
+
+    /// Whether a lean's lift failed its trial since the last call: the policy then sets
+    /// admission regret's bias back to its slow average ([`Regret::fall_back_to_settled`]),
+    /// as the window's own losers had raised it.
+    ///
+    /// [`Regret::fall_back_to_settled`]: super::regret::Regret::fall_back_to_settled
+    pub(super) fn take_failed_lift(&mut self) -> bool {
+        std::mem::take(&mut self.lift_failed)
     }
 
     /// The policy restarted on a surge: a new workload, whose rates the old climb's best

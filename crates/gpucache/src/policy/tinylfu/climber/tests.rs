@@ -155,6 +155,54 @@ fn a_lean_to_recency_tries_a_larger_window_and_the_climb_decides() {
 }
 
 #[test]
+fn a_lift_whose_samples_fall_below_the_rest_fails_its_trial_and_the_window_closes() {
+    // Resting at the smallest window, which is best here (every point of share costs a
+    // tenth of a point of hit rate). The lean lifts it, and the hint that recency pays
+    // comes right after, as the window's own losers return: it would climb on.
+    let rate_at = |s: f64| 0.5 - 0.1 * s;
+    let mut c = Climber::default();
+    climb(&mut c, 20, rate_at);
+    assert_eq!(c.share(), MIN_SHARE);
+    climb_hinted(&mut c, 1, Recency::Leans, rate_at);
+    assert!(c.share() > MIN_SHARE, "the lean lifts");
+    // Judged LIFT_TRIAL_SAMPLES samples after the lift: below the rate at rest, so the
+    // window closes at once, and the policy is told once.
+    let mut shares = Vec::new();
+    for _ in 0..LIFT_TRIAL_SAMPLES {
+        climb_hinted(&mut c, 1, Recency::Pays, rate_at);
+        shares.push(c.share());
+    }
+    assert!(
+        shares[0] > MIN_SHARE,
+        "the hint climbs during the trial: {shares:?}"
+    );
+    assert_eq!(c.share(), MIN_SHARE, "{shares:?}");
+    assert!(c.take_failed_lift());
+    assert!(!c.take_failed_lift());
+    // Neither the hint nor the lean lifts it again while they last.
+    climb_hinted(&mut c, 10, Recency::Pays, rate_at);
+    climb_hinted(&mut c, 10, Recency::Leans, rate_at);
+    assert_eq!(c.share(), MIN_SHARE);
+    // Once regret no longer leans, a later lean gets a trial of its own.
+    climb_hinted(&mut c, 1, Recency::Unproven, rate_at);
+    climb_hinted(&mut c, 1, Recency::Leans, rate_at);
+    assert!(c.share() > MIN_SHARE, "a new lean lifts again");
+}
+
+#[test]
+fn a_lift_whose_samples_rise_above_the_rest_passes_its_trial() {
+    // Here the window pays (best at half the cache): the hint's climb stands above the
+    // rate at rest, so the trial lets it go on.
+    let rate_at = |s: f64| 0.5 + 0.2 * s.min(0.5);
+    let mut c = Climber::default();
+    climb(&mut c, 20, |_| 0.5);
+    climb_hinted(&mut c, 1, Recency::Leans, rate_at);
+    climb_hinted(&mut c, 10, Recency::Pays, rate_at);
+    assert!(c.share() > 0.3, "{}", c.share());
+    assert!(!c.take_failed_lift());
+}
+
+#[test]
 fn a_climber_resting_at_the_largest_window_comes_down_without_the_hint() {
     let mut c = Climber::default();
     climb_hinted(&mut c, 20, Recency::Unproven, |_| 0.5);
