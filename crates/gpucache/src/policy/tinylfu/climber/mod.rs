@@ -37,8 +37,9 @@
 //! larger window, unless the climb's own samples refute it by a clear fall (two samples in
 //! a row), and once the hint ends the climb heads back down; where it only may (a lean), a
 //! climber resting at the smallest window takes a step up and hill climbing decides from
-//! there, the lift on trial: if its samples stand below the rate at rest, the window closes
-//! again and neither the lean nor the hint moves it while they last ([`LiftTrial`]).
+//! there, the lift on trial: if its samples stand below the rate at rest by more than the
+//! reversal band, the window closes again, and neither the lean nor the hint lifts it until
+//! a restart or until regret says recency neither pays nor may ([`LiftTrial`]).
 //!
 //! The hit rates count every hit, those of entries whose pending count has saturated too
 //! (but for the few that threads sharing a stripe of the policy's count may overwrite). They
@@ -158,8 +159,8 @@ const LIFT_TRIAL_SAMPLES: u32 = 3;
 
 /// A lean's lift off the smallest window, on trial. Once the window opens, the contests'
 /// candidates are entries that were just requested, their losers come back, and admission
-/// regret's bias rises to the hint that recency pays: the hint then fed on the window it
-/// had opened, and where a closed window was best (a drift at 400-700 entries) the climb
+/// regret's bias rises to the hint that recency pays: the hint then fed on the window the
+/// lift had opened, and where a closed window was best (a drift at 400-700 entries) the climb
 /// walked to all the cache while the hit rate fell by 2-4 points. So the lift is judged by
 /// the climber's own samples: [`LIFT_TRIAL_SAMPLES`] after it, the mean rate of the last
 /// two must not stand below the rate at rest by more than the reversal band.
@@ -227,8 +228,8 @@ pub(super) struct Climber {
     held_under_hint: bool,
     /// A lean's lift being judged.
     trial: Option<LiftTrial>,
-    /// Whether a lift failed its trial: neither the lean nor the hint moves the window until
-    /// a restart or until regret no longer leans ([`Climber::judge_lift`]).
+    /// Whether a lift failed its trial: neither the lean nor the hint lifts the window until a
+    /// restart or until recency is [`Recency::Unproven`] ([`Climber::judge_lift`]).
     lift_refuted: bool,
     /// Set when a lift fails its trial, until the policy takes it
     /// ([`Climber::take_failed_lift`]).
@@ -357,10 +358,10 @@ impl Climber {
     /// workload changed).
     /// `recency` (admission regret's hint, [`super::regret`]): where it pays, the climb
     /// points to a larger window (off the smallest one too) unless the climb's own fall has
-    /// refuted the hint ([`Climber::pays`]), and once it no longer pays (or is refuted) the
-    /// climb turns down; where it may, a climber resting at the smallest window tries a
-    /// larger one; unless it pays, a climber resting at the largest window tries a smaller
-    /// one.
+    /// refuted the hint ([`Climber::pays`]) or a lift has failed its trial
+    /// ([`Climber::judge_lift`]), and once it no longer pays (or is refuted) the climb turns
+    /// down; where it may, a climber resting at the smallest window tries a larger one, on
+    /// trial; unless it pays, a climber resting at the largest window tries a smaller one.
     pub(super) fn record(&mut self, hits: u64, misses: u64, sample: u64, recency: Recency) -> bool {
         self.hits += hits;
         self.misses += misses;
@@ -560,7 +561,8 @@ impl Climber {
             // runs once admission regret had smoothed the fall that used to turn it round.
             // Where recency only may pay, the climb decides after this step: a fall turns
             // it back down, and it lifts again each time it comes to rest while the lean
-            // holds (a single try per rest failed on noise: drift-0.7@150 -0.03).
+            // holds (a single try per rest failed on noise: drift-0.7@150 -0.03), unless a
+            // lift failed its trial (`lift_refuted`, see `judge_lift`).
             self.step = STEP;
             self.lifted = !pays;
             if !pays {
@@ -619,7 +621,8 @@ impl Climber {
     }
 
     /// Whether the climb follows admission regret's hint that recency pays: `recency` says
-    /// so, and the hint is not refuted. A climb up under the hint that stands below its best
+    /// so, the hint is not refuted, and no lift has failed its trial since recency was last
+    /// [`Recency::Unproven`] or the climb restarted ([`Climber::judge_lift`]). A climb up under the hint that stands below its best
     /// rate (by `below_best`) by [`REFUTE_OVER_BAND`] times the reversal band `reverse_at`,
     /// two samples in a row, refutes it until the hint lapses or the climb restarts: the
     /// regret's bias also rises where large entries are refused at the door and come back
@@ -656,7 +659,8 @@ impl Climber {
     /// at the last one judges it: if the mean of the last two samples stands below the rate
     /// at rest by more than `reverse_at` (the band a fall must leave to turn the climb), the
     /// window closes at once, and neither the lean nor the hint lifts it again until a
-    /// restart or until regret no longer leans. Stepping down instead, the window stood open
+    /// restart (the climber's, or the policy's: [`Climber::forget_best`]) or until recency is
+    /// [`Recency::Unproven`]. Stepping down instead, the window stood open
     /// for a few samples more and the hint, still fed by its losers, climbed again (drift
     /// with Zipf 0.9 at 700 entries 0.9905 of the best peer's hits rather than 0.9934).
     fn judge_lift(&mut self, rate: f64, reverse_at: f64) {
@@ -686,12 +690,14 @@ impl Climber {
         std::mem::take(&mut self.lift_failed)
     }
 
-    /// The policy restarted on a surge: a new workload, whose rates the old climb's best
-    /// says nothing about.
+    /// The policy restarted on a surge: a new workload, whose rates the old climb's best, and
+    /// a lift's trial or its failure, say nothing about.
     pub(super) fn forget_best(&mut self) {
         self.run_best = None;
         self.pays_refuted = false;
         self.fell_from_best = false;
+        self.trial = None;
+        self.lift_refuted = false;
     }
 
     /// Moves the average of the sample-to-sample changes towards `change` (its size).
@@ -753,6 +759,11 @@ impl Climber {
             self.run_best.is_none_or(|b| (0.0..=1.0).contains(&b)),
             "best rate {:?}",
             self.run_best
+        );
+        assert!(
+            self.trial.is_none_or(|t| t.samples < LIFT_TRIAL_SAMPLES),
+            "a lift's trial past its judgement: {:?}",
+            self.trial
         );
         // A rate's error, from rates within [0, 1], is at most a half.
         assert!(

@@ -158,7 +158,9 @@ fn a_lean_to_recency_tries_a_larger_window_and_the_climb_decides() {
 fn a_lift_whose_samples_fall_below_the_rest_fails_its_trial_and_the_window_closes() {
     // Resting at the smallest window, which is best here (every point of share costs a
     // tenth of a point of hit rate). The lean lifts it, and the hint that recency pays
-    // comes right after, as the window's own losers return: it would climb on.
+    // comes right after, as the window's own losers return: the hint's climb takes the
+    // window further up before its own refutation turns it, and stepping down would take
+    // samples to close it.
     let rate_at = |s: f64| 0.5 - 0.1 * s;
     let mut c = Climber::default();
     climb(&mut c, 20, rate_at);
@@ -173,25 +175,59 @@ fn a_lift_whose_samples_fall_below_the_rest_fails_its_trial_and_the_window_close
         shares.push(c.share());
     }
     assert!(
-        shares[0] > MIN_SHARE,
+        shares[0] > STEP,
         "the hint climbs during the trial: {shares:?}"
     );
     assert_eq!(c.share(), MIN_SHARE, "{shares:?}");
     assert!(c.take_failed_lift());
     assert!(!c.take_failed_lift());
-    // Neither the hint nor the lean lifts it again while they last.
-    climb_hinted(&mut c, 10, Recency::Pays, rate_at);
-    climb_hinted(&mut c, 10, Recency::Leans, rate_at);
-    assert_eq!(c.share(), MIN_SHARE);
-    // Once regret no longer leans, a later lean gets a trial of its own.
+    // Neither the lean nor the hint lifts it again while regret leans or says recency pays
+    // (the lean first: its samples end the hint's own refutation, so that the hint's
+    // samples after them test the failed lift alone).
+    let mut widest = 0.0f64;
+    for recency in [Recency::Leans, Recency::Pays] {
+        for _ in 0..12 {
+            climb_hinted(&mut c, 1, recency, rate_at);
+            widest = widest.max(c.share());
+        }
+    }
+    assert_eq!(widest, MIN_SHARE);
+    // Once regret no longer leans, a later lean gets a trial of its own; so it does after a
+    // restart of the policy.
     climb_hinted(&mut c, 1, Recency::Unproven, rate_at);
     climb_hinted(&mut c, 1, Recency::Leans, rate_at);
     assert!(c.share() > MIN_SHARE, "a new lean lifts again");
+    for _ in 0..LIFT_TRIAL_SAMPLES {
+        climb_hinted(&mut c, 1, Recency::Pays, rate_at);
+    }
+    assert!(c.take_failed_lift() && c.share() == MIN_SHARE);
+    c.forget_best();
+    climb_hinted(&mut c, 1, Recency::Leans, rate_at);
+    assert!(
+        c.share() > MIN_SHARE,
+        "after a restart the lean lifts again"
+    );
+}
+
+#[test]
+fn only_a_leans_lift_is_on_trial() {
+    // Lifted by the hint itself (the bias said recency pays before the window opened), the
+    // climb is the hint's to lead and its own refutation's to end: no trial closes it.
+    let rate_at = |s: f64| 0.5 - 0.1 * s;
+    let mut c = Climber::default();
+    climb(&mut c, 20, rate_at);
+    climb_hinted(&mut c, 1, Recency::Pays, rate_at);
+    assert!(c.share() > MIN_SHARE, "the hint lifts");
+    for _ in 0..LIFT_TRIAL_SAMPLES {
+        climb_hinted(&mut c, 1, Recency::Pays, rate_at);
+    }
+    assert!(!c.take_failed_lift());
+    assert!(c.share() > MIN_SHARE, "{}", c.share());
 }
 
 #[test]
 fn a_lift_whose_samples_rise_above_the_rest_passes_its_trial() {
-    // Here the window pays (best at half the cache): the hint's climb stands above the
+    // Here the window pays (best from half the cache up): the hint's climb stands above the
     // rate at rest, so the trial lets it go on.
     let rate_at = |s: f64| 0.5 + 0.2 * s.min(0.5);
     let mut c = Climber::default();

@@ -75,12 +75,13 @@ const SHARE_CONTESTS: u32 = 4096;
 const SLACK: f32 = 1.0 / 32.0;
 /// From this bias on, recency pays: the window's climber climbs (off the smallest window,
 /// and a fall does not turn it down unless it is clear enough to refute the hint:
-/// `Climber::pays`) rather than hill-climbing both ways (the drifting
-/// traces' best window is large; loops and Zipf, which want the smallest, keep a bias near
-/// or below zero).
+/// `Climber::pays`; nor after a lean's lift failed its trial: `Climber::judge_lift`) rather
+/// than hill-climbing both ways (the drifting traces' best window is large; loops and Zipf,
+/// which want the smallest, keep a bias near or below zero).
 const RECENCY_BIAS: f32 = 2.0;
 /// From this average of the bias on ([`Regret::observe`]), recency may pay: the climber tries
-/// a window off the smallest one and keeps it only if the hit rate does not fall. A
+/// a window off the smallest one and keeps it only if the hit rate does not fall (a trial of
+/// a few samples: `Climber::judge_lift`). A
 /// drifting set at 100-300 entries can settle with a zero window and a bias near 1, where
 /// rejected and displaced keys return alike, short of [`RECENCY_BIAS`]; a larger window
 /// would hit up to a fifth more there, and the climber, which does not turn round at a

@@ -57,6 +57,7 @@ fn a_failed_lift_sets_the_bias_back_to_its_slow_average() {
     r.fall_back_to_settled();
     assert_eq!((r.bias(), r.credit()), (0.9, 1));
     assert_eq!(r.recency(), Recency::Leans);
+    r.validate();
     // A bias already below its average stays where it is.
     let mut r = Regret {
         settled_bias: 0.9,

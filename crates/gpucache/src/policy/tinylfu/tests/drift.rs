@@ -1,8 +1,8 @@
-//! Drifting working sets and what a closed window holds: a drift opens the window (or takes
-//! back a lift that lowers its hit rate) and a
-//! loop or a settled set closes it again, a slow drift's stale favourites count half and
-//! die, while Zipf, loops, periodic scans and a large cold cache keep their closed window,
-//! their protected share and their admission bias.
+//! Drifting working sets and what a closed window holds: a drift opens the window (and the
+//! policy takes back a lift that lowers a drift's hit rate), a loop or a settled set closes
+//! it again, a slow drift's stale favourites count half and die, while Zipf, loops, periodic
+//! scans and a large cold cache keep their closed window, their protected share and their
+//! admission bias.
 
 use super::*;
 
