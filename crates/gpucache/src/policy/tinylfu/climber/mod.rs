@@ -622,8 +622,9 @@ impl Climber {
 
     /// Whether the climb follows admission regret's hint that recency pays: `recency` says
     /// so, the hint is not refuted, and no lift has failed its trial since recency was last
-    /// [`Recency::Unproven`] or the climb restarted ([`Climber::judge_lift`]). A climb up under the hint that stands below its best
-    /// rate (by `below_best`) by [`REFUTE_OVER_BAND`] times the reversal band `reverse_at`,
+    /// [`Recency::Unproven`] or the climb restarted ([`Climber::judge_lift`]). A climb up
+    /// under the hint that stands below its best rate (by `below_best`) by
+    /// [`REFUTE_OVER_BAND`] times the reversal band `reverse_at`,
     /// two samples in a row, refutes it until the hint lapses or the climb restarts: the
     /// regret's bias also rises where large entries are refused at the door and come back
     /// (sized Zipf over 1,000,000 requests at 1,000 entries: the hint held for most of the
