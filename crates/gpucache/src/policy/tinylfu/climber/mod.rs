@@ -208,9 +208,6 @@ pub(super) struct Climber {
     /// a memory tier builds a policy per shard on every open, and shards never used need
     /// none).
     parts: Option<Box<Parts>>,
-    /// Whether the last adjustment was a lean's lift off the smallest window: a fall right
-    /// after it is the lift's own doing, not a new workload.
-    lifted: bool,
     /// The standard error of the last sample's hit rate, as its parts spread
     /// ([`PartSpread::standard_error`]).
     last_error: f64,
@@ -302,7 +299,6 @@ impl Default for Climber {
             noise: INITIAL_NOISE,
             recovery: None,
             parts: None,
-            lifted: false,
             last_error: 0.0,
             run_best: None,
             paid: false,
@@ -468,7 +464,7 @@ impl Climber {
         // a swing after all: what was held back is learnt then.
         let restart_at = self.restart_threshold();
         // The sample after a lean's lift: its fall is the lift's doing (turned round below).
-        let lifted = std::mem::take(&mut self.lifted);
+        let lifted = self.trial.is_some_and(|t| t.samples == 0);
         let restart = change <= -restart_at && !lifted;
         // A change of workload within the sample spreads its parts by the change itself, no
         // swing of the rate: a restart's or an early end's sample carries no error (with
@@ -564,7 +560,6 @@ impl Climber {
             // holds (a single try per rest failed on noise: drift-0.7@150 -0.03), unless a
             // lift failed its trial (`lift_refuted`, see `judge_lift`).
             self.step = STEP;
-            self.lifted = !pays;
             if !pays {
                 self.trial = Some(LiftTrial {
                     rest: (rate + previous) / 2.0,
