@@ -93,6 +93,24 @@ fn zipf_ranks(x: &mut u64, n: usize, ranks: u64) -> Vec<u64> {
         .collect()
 }
 
+/// `n` ranks of a Zipf distribution with exponent `alpha` over `ranks` ranks (rank r with
+/// probability proportional to 1/(r+1)^alpha), from `x`'s xorshift.
+pub(super) fn zipf_alpha_ranks(x: &mut u64, n: usize, ranks: usize, alpha: f64) -> Vec<u64> {
+    let cdf: Vec<f64> = (0..ranks)
+        .scan(0.0, |total, r| {
+            *total += 1.0 / ((r + 1) as f64).powf(alpha);
+            Some(*total)
+        })
+        .collect();
+    let total = cdf[ranks - 1];
+    (0..n)
+        .map(|_| {
+            let u = uniform(x) * total;
+            cdf.partition_point(|&c| c < u) as u64
+        })
+        .collect()
+}
+
 /// `ranks` as keys of a popular set that slides by one key every `every` requests.
 fn drifting(ranks: Vec<u64>, every: u64) -> Vec<u64> {
     ranks
