@@ -36,17 +36,18 @@ const FAST_REQUESTS: f64 = 2_500.0;
 /// falling when the cache is first full, and starts it over then: `TinyLfu::filled`.)
 const SLOW_REQUESTS: f64 = 40_000.0;
 /// The short average below this fraction of the long one is a fall. When a set returns after
-/// another had its turn, the cache still holds part of it and the fall is shallow: at 0.8,
-/// 8 of 24 phase cycles through 5,000 entries (Zipf 1.0) missed the surges at the returns
-/// and ended 2,200-3,000 hits short of the others (one run of `phase_eval`'s stood at 0.82
-/// of the long average at its lowest); at 0.85, 1 of 24 did (1,200 short). At 0.9 a phase
-/// cycle through 7,000 entries restarted where keeping the old set paid, and at 0.95 a
-/// trace of shared pages at 3,000 entries lost hits too (`phase_eval`, docs/memory-tier.md,
-/// *A shallower fall*).
+/// another had its turn, the cache still holds part of it and the fall is shallow (one run
+/// of `phase_eval`'s phase cycle through 5,000 entries stood at 0.82 of the long average at
+/// its lowest). With the policy tests' own Zipf (24 seeds of a phase cycle through 5,000
+/// entries), at 0.8 8 runs missed the surges at the returns, each 2,200-3,000 hits short of
+/// the same seed at 0.85; at 0.85 one run missed them, a seed that had surged at 0.8 (1,200
+/// hits short of it). No drift row moved. At 0.9 a phase cycle through 7,000 entries
+/// restarted where keeping the old set paid, and at 0.95 a trace of shared pages at 3,000
+/// entries lost hits too (`phase_eval`, docs/memory-tier.md, *A shallower fall*).
 const FALL: f64 = 0.85;
-/// And by at least this much: at low hit rates a fifth of the rate is within its noise
-/// (a fifth of 5% is about two standard deviations over 2,500 requests). The climber's
-/// restart threshold; no row of `phase_eval` moved with it.
+/// And by at least this much: at low hit rates a fall to [`FALL`] times the rate is within
+/// its noise (15% of 5% is under two standard deviations over 2,500 requests). The
+/// climber's restart threshold; no row of `phase_eval` moved with it.
 const MIN_FALL: f64 = 0.05;
 /// How far the bias must rise during a fall, in counts: a few dozen to a few hundred returning
 /// rejected keys (each step is 1/32 count times the share of displacements among the losers,
@@ -174,8 +175,8 @@ mod tests {
 
     #[test]
     fn a_shallow_fall_is_one_and_a_swing_is_not() {
-        // A set that returns: part of it is still held, so the rate falls by a fifth or
-        // less of the long average; the surge fires when the returning keys raise the bias.
+        // A set that returns: part of it is still held, so the rate falls by less than a
+        // fifth of the long average; the surge fires when the returning keys raise the bias.
         let mut s = Surge::default();
         feed(&mut s, 50_000, 0.74);
         assert!(!s.fires(1.0), "at rest: armed");
@@ -226,7 +227,7 @@ mod tests {
             assert!(!s.fires(4.0 + (i % 3) as f32));
         }
         assert!(s.armed() && !s.fallen);
-        // A low hit rate: a fall of a fifth of it is within its noise, no fall at all.
+        // A low hit rate: a fall of two points is within its noise (MIN_FALL), no fall at all.
         let mut s = Surge::default();
         feed(&mut s, 50_000, 0.05);
         feed(&mut s, 5_000, 0.03);

@@ -37,9 +37,10 @@
 //! larger window, unless the climb's own samples refute it by a clear fall (two samples in
 //! a row), and once the hint ends the climb heads back down; where it only may (a lean), a
 //! climber resting at the smallest window takes a step up and hill climbing decides from
-//! there, the lift on trial: if its samples stand below the rate at rest by more than the
-//! reversal band, the window closes again, and neither the lean nor the hint lifts it until
-//! a restart or until regret says recency neither pays nor may ([`LiftTrial`]).
+//! there, the lift on trial for as long as the window stays open: if its samples stand
+//! below the rate at rest by more than the reversal band, the window closes again, and
+//! neither the lean nor the hint lifts it until a restart or until regret says recency
+//! neither pays nor may ([`LiftTrial`]).
 //!
 //! The hit rates count every hit, those of entries whose pending count has saturated too
 //! (but for the few that threads sharing a stripe of the policy's count may overwrite). They
@@ -152,7 +153,7 @@ const REFUTE_OVER_BAND: f64 = 2.0;
 /// The most samples a climb back after a restart is followed for.
 const MAX_HELD: usize = 8;
 
-/// Samples after a lean's lift until its trial is judged ([`LiftTrial`]). The first one
+/// Samples after a lean's lift until its trial is first judged ([`LiftTrial`]). The first one
 /// after the lift pays for the move itself; 2 and 4 kept less of the trial's gain on the
 /// drifts at 500-700 entries (docs/memory-tier.md, *A lift on trial*).
 const LIFT_TRIAL_SAMPLES: u32 = 3;
@@ -162,13 +163,18 @@ const LIFT_TRIAL_SAMPLES: u32 = 3;
 /// regret's bias rises to the hint that recency pays: the hint then fed on the window the
 /// lift had opened, and where a closed window was best (a drift at 400-700 entries) the climb
 /// walked to all the cache while the hit rate fell by 2-4 points. So the lift is judged by
-/// the climber's own samples: [`LIFT_TRIAL_SAMPLES`] after it, the mean rate of the last
-/// two must not stand below the rate at rest by more than the reversal band.
+/// the climber's own samples: [`LIFT_TRIAL_SAMPLES`] after it, and at every sample after
+/// that for as long as the window stays open, the mean rate of the last two must not stand
+/// below the rate at rest by more than the reversal band. Judged once only, a lift that
+/// held for its first samples left the hint free to walk the window on up while the rate
+/// slid below the rest (drift with Zipf 0.9 at 500 entries, 0.9940 of the best peer's
+/// hits rather than 0.9950; docs/memory-tier.md, *A lift watched while open*).
 #[derive(Clone, Copy, Debug)]
 struct LiftTrial {
     /// The mean hit rate of the last two samples at rest.
     rest: f64,
-    /// Samples since the lift.
+    /// Samples since the lift, up to [`LIFT_TRIAL_SAMPLES`] (judged at every sample from
+    /// then on).
     samples: u32,
     /// The last sample's hit rate.
     last: f64,
@@ -652,23 +658,28 @@ impl Climber {
     }
 
     /// Counts a sample of a lean's lift on trial ([`LiftTrial`]) that came in at `rate`, and
-    /// at the last one judges it: if the mean of the last two samples stands below the rate
-    /// at rest by more than `reverse_at` (the band a fall must leave to turn the climb), the
-    /// window closes at once, and neither the lean nor the hint lifts it again until a
-    /// restart (the climber's, or the policy's: [`Climber::forget_best`]) or until recency is
-    /// [`Recency::Unproven`]. Stepping down instead, the window stood open
-    /// for a few samples more and the hint, still fed by its losers, climbed again (drift
-    /// with Zipf 0.9 at 700 entries 0.9905 of the best peer's hits rather than 0.9934).
+    /// from the [`LIFT_TRIAL_SAMPLES`]th on judges it at every sample while the window stays
+    /// open: if the mean of the last two samples stands below the rate at rest by more than
+    /// `reverse_at` (the band a fall must leave to turn the climb), the window closes at
+    /// once, and neither the lean nor the hint lifts it again until a restart (the
+    /// climber's, or the policy's: [`Climber::forget_best`]) or until recency is
+    /// [`Recency::Unproven`]. Stepping down instead, the window stood open for a few samples
+    /// more and the hint, still fed by its losers, climbed again (drift with Zipf 0.9 at 700
+    /// entries 0.9905 of the best peer's hits rather than 0.9934). The trial ends once the
+    /// climb itself has closed the window again.
     fn judge_lift(&mut self, rate: f64, reverse_at: f64) {
         let Some(trial) = &mut self.trial else { return };
-        trial.samples += 1;
+        trial.samples = (trial.samples + 1).min(LIFT_TRIAL_SAMPLES);
+        let last = std::mem::replace(&mut trial.last, rate);
         if trial.samples < LIFT_TRIAL_SAMPLES {
-            trial.last = rate;
             return;
         }
-        let LiftTrial { rest, last, .. } = *trial;
-        self.trial = None;
-        if (rate + last) / 2.0 < rest - reverse_at {
+        let failed = (rate + last) / 2.0 < trial.rest - reverse_at;
+        if failed || self.share <= MIN_SHARE {
+            // Failed, or closed again by the climb itself: the lift is over.
+            self.trial = None;
+        }
+        if failed {
             self.lift_refuted = true;
             self.lift_failed = true;
             self.share = MIN_SHARE;
@@ -757,8 +768,8 @@ impl Climber {
             self.run_best
         );
         assert!(
-            self.trial.is_none_or(|t| t.samples < LIFT_TRIAL_SAMPLES),
-            "a lift's trial past its judgement: {:?}",
+            self.trial.is_none_or(|t| t.samples <= LIFT_TRIAL_SAMPLES),
+            "a lift's trial counted past its judgement: {:?}",
             self.trial
         );
         // A rate's error, from rates within [0, 1], is at most a half.
