@@ -39,7 +39,7 @@ const SLOW_REQUESTS: f64 = 40_000.0;
 /// another had its turn, the cache still holds part of it and the fall is shallow (one run
 /// of `phase_eval`'s phase cycle through 5,000 entries stood at 0.82 of the long average at
 /// its lowest). With the policy tests' own Zipf (24 seeds of a phase cycle through 5,000
-/// entries), at 0.8 8 runs missed the surges at the returns, each 2,200-3,000 hits short of
+/// entries), at 0.8 eight runs missed the surges at the returns, each 2,200-3,000 hits short of
 /// the same seed at 0.85; at 0.85 one run missed them, a seed that had surged at 0.8 (1,200
 /// hits short of it). No drift row moved. At 0.9 a phase cycle through 7,000 entries
 /// restarted where keeping the old set paid, and at 0.95 a trace of shared pages at 3,000
@@ -227,7 +227,7 @@ mod tests {
             assert!(!s.fires(4.0 + (i % 3) as f32));
         }
         assert!(s.armed() && !s.fallen);
-        // A low hit rate: a fall of two points is within its noise (MIN_FALL), no fall at all.
+        // A low hit rate: a fall of two points is under MIN_FALL, no fall at all.
         let mut s = Surge::default();
         feed(&mut s, 50_000, 0.05);
         feed(&mut s, 5_000, 0.03);

@@ -37,8 +37,8 @@
 //! larger window, unless the climb's own samples refute it by a clear fall (two samples in
 //! a row), and once the hint ends the climb heads back down; where it only may (a lean), a
 //! climber resting at the smallest window takes a step up and hill climbing decides from
-//! there, the lift on trial for as long as the window stays open: if its samples stand
-//! below the rate at rest by more than the reversal band, the window closes again, and
+//! there, the lift on trial while the window is open and the hint holds: if its samples
+//! stand below the rate at rest by more than the reversal band, the window closes again, and
 //! neither the lean nor the hint lifts it until a restart or until regret says recency
 //! neither pays nor may ([`LiftTrial`]).
 //!
@@ -155,7 +155,8 @@ const MAX_HELD: usize = 8;
 
 /// Samples after a lean's lift until its trial is first judged ([`LiftTrial`]). The first one
 /// after the lift pays for the move itself; 2 and 4 kept less of the trial's gain on the
-/// drifts at 500-700 entries (docs/memory-tier.md, *A lift on trial*).
+/// drifts at 500-700 entries (docs/memory-tier.md, *A lift on trial*; measured while a
+/// trial was judged once only).
 const LIFT_TRIAL_SAMPLES: u32 = 3;
 
 /// A lean's lift off the smallest window, on trial. Once the window opens, the contests'
@@ -164,17 +165,17 @@ const LIFT_TRIAL_SAMPLES: u32 = 3;
 /// lift had opened, and where a closed window was best (a drift at 400-700 entries) the climb
 /// walked to all the cache while the hit rate fell by 2-4 points. So the lift is judged by
 /// the climber's own samples: [`LIFT_TRIAL_SAMPLES`] after it, and at every sample after
-/// that for as long as the window stays open, the mean rate of the last two must not stand
-/// below the rate at rest by more than the reversal band. Judged once only, a lift that
-/// held for its first samples left the hint free to walk the window on up while the rate
-/// slid below the rest (drift with Zipf 0.9 at 500 entries, 0.9940 of the best peer's
-/// hits rather than 0.9950; docs/memory-tier.md, *A lift watched while open*).
+/// that while the window is open and the hint holds, the mean rate of the last two must not
+/// stand below the rate at rest by more than the reversal band. Judged once only, a lift
+/// that held for its first samples left the hint free to walk the window on up while the
+/// rate slid below the rest (drift with Zipf 0.9 at 500 entries, 0.9940 of the best peer's
+/// hits rather than 0.99498; docs/memory-tier.md, *A lift watched while the hint climbs*).
 #[derive(Clone, Copy, Debug)]
 struct LiftTrial {
     /// The mean hit rate of the last two samples at rest.
     rest: f64,
     /// Samples since the lift, up to [`LIFT_TRIAL_SAMPLES`] (judged at every sample from
-    /// then on).
+    /// then on while the hint holds).
     samples: u32,
     /// The last sample's hit rate.
     last: f64,
@@ -537,7 +538,7 @@ impl Climber {
             self.trial = None;
             self.lift_refuted = false;
         }
-        self.judge_lift(rate, reverse_at);
+        self.judge_lift(rate, reverse_at, recency);
         let pays = self.pays(recency, restart, direction, best - rate, reverse_at);
         if std::mem::replace(&mut self.paid, pays) && !pays && self.share > MIN_SHARE {
             // The hint that drove the climb up has ended (or been refuted): the share it
@@ -658,16 +659,18 @@ impl Climber {
     }
 
     /// Counts a sample of a lean's lift on trial ([`LiftTrial`]) that came in at `rate`, and
-    /// from the [`LIFT_TRIAL_SAMPLES`]th on judges it at every sample while the window stays
-    /// open: if the mean of the last two samples stands below the rate at rest by more than
-    /// `reverse_at` (the band a fall must leave to turn the climb), the window closes at
-    /// once, and neither the lean nor the hint lifts it again until a restart (the
-    /// climber's, or the policy's: [`Climber::forget_best`]) or until recency is
-    /// [`Recency::Unproven`]. Stepping down instead, the window stood open for a few samples
-    /// more and the hint, still fed by its losers, climbed again (drift with Zipf 0.9 at 700
-    /// entries 0.9905 of the best peer's hits rather than 0.9934). The trial ends once the
-    /// climb itself has closed the window again.
-    fn judge_lift(&mut self, rate: f64, reverse_at: f64) {
+    /// judges it at the [`LIFT_TRIAL_SAMPLES`]th, and at every sample after that while the
+    /// window is open and `recency` says recency pays: if the mean of the last two samples
+    /// stands below the rate at rest by more than `reverse_at` (the band a fall must leave to
+    /// turn the climb), the window closes at once, and neither the lean nor the hint lifts
+    /// it again until a restart (the climber's, or the policy's: [`Climber::forget_best`])
+    /// or until recency is [`Recency::Unproven`]. Stepping down instead, the window stood
+    /// open for a few samples more and the hint, still fed by its losers, climbed again
+    /// (drift with Zipf 0.9 at 700 entries 0.9905 of the best peer's hits rather than
+    /// 0.9934). A judgement the lift passes at a closed window, or without the hint, ends
+    /// the trial: the climb is the samples' own then, and a rate at rest taken long ago
+    /// would fail a lift for a slow fall of the whole workload.
+    fn judge_lift(&mut self, rate: f64, reverse_at: f64, recency: Recency) {
         let Some(trial) = &mut self.trial else { return };
         trial.samples = (trial.samples + 1).min(LIFT_TRIAL_SAMPLES);
         let last = std::mem::replace(&mut trial.last, rate);
@@ -675,8 +678,9 @@ impl Climber {
             return;
         }
         let failed = (rate + last) / 2.0 < trial.rest - reverse_at;
-        if failed || self.share <= MIN_SHARE {
-            // Failed, or closed again by the climb itself: the lift is over.
+        if failed || self.share <= MIN_SHARE || recency != Recency::Pays {
+            // Failed; or passed, and the climb is the samples' own to lead from here (closed
+            // again, or no hint to walk it on up): the trial is over.
             self.trial = None;
         }
         if failed {
