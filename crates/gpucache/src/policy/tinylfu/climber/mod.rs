@@ -37,10 +37,10 @@
 //! larger window, unless the climb's own samples refute it by a clear fall (two samples in
 //! a row), and once the hint ends the climb heads back down; where it only may (a lean), a
 //! climber resting at the smallest window takes a step up and hill climbing decides from
-//! there, the lift on trial while the window is open and the hint holds: if its samples
-//! stand below the rate at rest by more than the reversal band, the window closes again, and
-//! neither the lean nor the hint lifts it until a restart or until regret says recency
-//! neither pays nor may ([`LiftTrial`]).
+//! there, the lift on trial (judged three samples on, and after that while the hint leads
+//! the climb of an open window): if its samples stand below the rate at rest by more than
+//! the reversal band, the window closes again, and neither the lean nor the hint lifts it
+//! until a restart or until regret says recency neither pays nor may ([`LiftTrial`]).
 //!
 //! The hit rates count every hit, those of entries whose pending count has saturated too
 //! (but for the few that threads sharing a stripe of the policy's count may overwrite). They
@@ -165,17 +165,17 @@ const LIFT_TRIAL_SAMPLES: u32 = 3;
 /// lift had opened, and where a closed window was best (a drift at 400-700 entries) the climb
 /// walked to all the cache while the hit rate fell by 2-4 points. So the lift is judged by
 /// the climber's own samples: [`LIFT_TRIAL_SAMPLES`] after it, and at every sample after
-/// that while the window is open and the hint holds, the mean rate of the last two must not
-/// stand below the rate at rest by more than the reversal band. Judged once only, a lift
-/// that held for its first samples left the hint free to walk the window on up while the
-/// rate slid below the rest (drift with Zipf 0.9 at 500 entries, 0.9940 of the best peer's
-/// hits rather than 0.99498; docs/memory-tier.md, *A lift watched while the hint climbs*).
+/// that while the hint, unrefuted, leads the climb of an open window, the mean rate of the
+/// last two must not stand below the rate at rest by more than the reversal band. Judged
+/// once only, a lift that held for its first samples left the hint free to walk the window
+/// on up while the rate slid below the rest (docs/memory-tier.md, *A lift watched while the
+/// hint climbs*).
 #[derive(Clone, Copy, Debug)]
 struct LiftTrial {
     /// The mean hit rate of the last two samples at rest.
     rest: f64,
     /// Samples since the lift, up to [`LIFT_TRIAL_SAMPLES`] (judged at every sample from
-    /// then on while the hint holds).
+    /// then on while the hint leads the climb of an open window).
     samples: u32,
     /// The last sample's hit rate.
     last: f64,
@@ -659,17 +659,20 @@ impl Climber {
     }
 
     /// Counts a sample of a lean's lift on trial ([`LiftTrial`]) that came in at `rate`, and
-    /// judges it at the [`LIFT_TRIAL_SAMPLES`]th, and at every sample after that while the
-    /// window is open and `recency` says recency pays: if the mean of the last two samples
+    /// judges it at the [`LIFT_TRIAL_SAMPLES`]th, and at every sample after a judgement made
+    /// at an open window whose last step the hint led (`recency` pays and the climb's samples
+    /// have not refuted it: [`Climber::pays`]): if the mean of the last two samples
     /// stands below the rate at rest by more than `reverse_at` (the band a fall must leave to
     /// turn the climb), the window closes at once, and neither the lean nor the hint lifts
     /// it again until a restart (the climber's, or the policy's: [`Climber::forget_best`])
     /// or until recency is [`Recency::Unproven`]. Stepping down instead, the window stood
     /// open for a few samples more and the hint, still fed by its losers, climbed again
     /// (drift with Zipf 0.9 at 700 entries 0.9905 of the best peer's hits rather than
-    /// 0.9934). A judgement the lift passes at a closed window, or without the hint, ends
-    /// the trial: the climb is the samples' own then, and a rate at rest taken long ago
-    /// would fail a lift for a slow fall of the whole workload.
+    /// 0.9934). Any other judgement is the trial's last (the lift may still fail it): the
+    /// climb is the samples' own then, and a rate at rest taken long ago would fail a lift
+    /// for a slow fall of the whole workload (kept while regret alone said recency pays,
+    /// refuted or not, a simulation of the climber failed a paying lift 50-200 samples on,
+    /// at a fall of a tenth of a point a sample).
     fn judge_lift(&mut self, rate: f64, reverse_at: f64, recency: Recency) {
         let Some(trial) = &mut self.trial else { return };
         trial.samples = (trial.samples + 1).min(LIFT_TRIAL_SAMPLES);
@@ -678,9 +681,11 @@ impl Climber {
             return;
         }
         let failed = (rate + last) / 2.0 < trial.rest - reverse_at;
-        if failed || self.share <= MIN_SHARE || recency != Recency::Pays {
+        // `paid`: the hint, unrefuted, led the last sample's climb.
+        let hint_leads = recency == Recency::Pays && self.paid;
+        if failed || self.share <= MIN_SHARE || !hint_leads {
             // Failed; or passed, and the climb is the samples' own to lead from here (closed
-            // again, or no hint to walk it on up): the trial is over.
+            // again, or no hint, or a refuted one, to walk it on up): the trial is over.
             self.trial = None;
         }
         if failed {

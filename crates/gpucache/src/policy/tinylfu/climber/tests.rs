@@ -215,7 +215,7 @@ fn a_lift_stays_on_trial_while_the_hint_climbs() {
     // lift holds through its first judgement, and the hint's climb takes the window on up
     // until the rate slides below the rest. The window closes at once then, rather than
     // stepping down as the hint's own refutation would turn it. (Judged once only, as
-    // before the trial was kept while the hint holds, the window swung round a tenth of
+    // before the trial was kept while the hint leads, the window swung round a tenth of
     // the cache for the rest of these samples.)
     let rate_at = |s: f64| 0.5 + 0.05 * s.min(0.1) / 0.1 - 0.25 * (s - 0.1).max(0.0);
     let lifted_and_judged = |recency: Recency| {
