@@ -264,6 +264,41 @@ fn a_lift_stays_on_trial_while_the_hint_climbs() {
 }
 
 #[test]
+fn a_lift_is_off_trial_once_the_climb_refutes_the_hint() {
+    // Past a tenth of the cache a wider window costs a little, never enough to fall below
+    // the rest: the climb's own samples refute the hint, which regret still gives. The
+    // trial ends at the judgement after that, so a slow fall of the whole workload later
+    // (a point a sample) fails no lift against the old rate at rest; kept while regret
+    // alone says recency pays, it did.
+    let rate_at = |s: f64| 0.5 + 0.05 * s.min(0.1) / 0.1 - 0.1 * (s - 0.1).max(0.0);
+    let mut c = Climber::default();
+    climb(&mut c, 20, |_| 0.5);
+    climb_hinted(&mut c, 1, Recency::Leans, rate_at);
+    let mut shares = Vec::new();
+    for _ in 0..30 {
+        climb_hinted(&mut c, 1, Recency::Pays, rate_at);
+        shares.push(c.share());
+        assert!(!c.take_failed_lift(), "{shares:?}");
+        if c.pays_refuted {
+            break;
+        }
+    }
+    assert!(c.pays_refuted, "the climb refutes the hint: {shares:?}");
+    let mut fall = 0.0;
+    for _ in 0..40 {
+        climb_hinted(&mut c, 1, Recency::Pays, |s| {
+            fall += 0.01;
+            rate_at(s) - fall
+        });
+        shares.push(c.share());
+        assert!(
+            !c.take_failed_lift(),
+            "failed a lift after the refutation: {shares:?}"
+        );
+    }
+}
+
+#[test]
 fn only_a_leans_lift_is_on_trial() {
     // Lifted by the hint itself (the bias said recency pays before the window opened), the
     // climb is the hint's to lead and its own refutation's to end: no trial closes it.
