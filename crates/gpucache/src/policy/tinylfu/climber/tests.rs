@@ -249,17 +249,25 @@ fn a_lift_stays_on_trial_while_the_hint_climbs() {
     // window from there, and a slow fall of the whole workload later (a point a sample,
     // under the restart threshold) does not fail the lift against its old rate at rest.
     let (mut c, mut shares) = lifted_and_judged(Recency::Leans);
+    a_slow_fall_fails_no_lift(&mut c, Recency::Leans, rate_at, &mut shares);
+}
+
+/// Runs 30 samples of `recency` at `rate_at` less a point more each sample (a slow fall of
+/// the whole workload, under the restart threshold), asserting that no lift fails.
+fn a_slow_fall_fails_no_lift(
+    c: &mut Climber,
+    recency: Recency,
+    rate_at: impl Fn(f64) -> f64,
+    shares: &mut Vec<f64>,
+) {
     let mut fall = 0.0;
     for _ in 0..30 {
-        climb_hinted(&mut c, 1, Recency::Leans, |s| {
+        climb_hinted(c, 1, recency, |s| {
             fall += 0.01;
             rate_at(s) - fall
         });
         shares.push(c.share());
-        assert!(
-            !c.take_failed_lift(),
-            "failed a lift without the hint: {shares:?}"
-        );
+        assert!(!c.take_failed_lift(), "a lift failed: {shares:?}");
     }
 }
 
@@ -284,18 +292,7 @@ fn a_lift_is_off_trial_once_the_climb_refutes_the_hint() {
         }
     }
     assert!(c.pays_refuted, "the climb refutes the hint: {shares:?}");
-    let mut fall = 0.0;
-    for _ in 0..40 {
-        climb_hinted(&mut c, 1, Recency::Pays, |s| {
-            fall += 0.01;
-            rate_at(s) - fall
-        });
-        shares.push(c.share());
-        assert!(
-            !c.take_failed_lift(),
-            "failed a lift after the refutation: {shares:?}"
-        );
-    }
+    a_slow_fall_fails_no_lift(&mut c, Recency::Pays, rate_at, &mut shares);
 }
 
 #[test]
