@@ -57,6 +57,7 @@
 
 mod climber;
 mod contest;
+mod idle;
 mod phases;
 mod regret;
 mod sketch;
@@ -70,6 +71,7 @@ use super::list::{Links, Queue};
 use super::{EntryId, EvictionPolicy};
 use crate::metrics::StripedCount;
 use climber::Climber;
+use idle::Idle;
 use regret::{Loser, Regret};
 use sketch::Sketch;
 use surge::Surge;
@@ -145,6 +147,15 @@ struct Meta {
     /// probation entry only as it is promoted, so a stale entry has had none folded since;
     /// hits still pending are checked by [`TinyLfu::accesses`], which reads it.
     stale: bool,
+    /// Had its pending hits folded by the sweep ([`TinyLfu::sweep_protected`]) since it last
+    /// passed its queue's front: the front gives it its second chance as it would for
+    /// pending hits. Protected's or, once protected is exposed, probation's.
+    referenced: bool,
+    /// The sketch's estimate when hits were last folded into it ([`TinyLfu::fold`]; 0
+    /// until then), and the hit clock then ([`Idle::now`]): the rate and the start of the
+    /// idle spell that [`Idle::dead`] weighs.
+    seen_count: u8,
+    seen_at: u32,
 }
 
 /// The W-TinyLFU policy. See the module documentation.
@@ -169,6 +180,8 @@ pub struct TinyLfu {
     regret: Regret,
     /// Restarts at once when a fall of the hit rate meets returning rejected keys.
     surge: Surge,
+    /// Finds dead favourites ([`idle`]).
+    idle: Idle,
     /// Whether nothing moved since the last [`TinyLfu::rebalance`] (set at its end, or by
     /// an insert while the cache fills, which has nothing to rebalance): the owner that
     /// inserts first calls [`EvictionPolicy::evict`] right after [`EvictionPolicy::insert`]
@@ -224,6 +237,9 @@ impl TinyLfu {
     fn relocate(&mut self, id: EntryId, to: Place) {
         self.balanced = false;
         let m = self.meta[id as usize];
+        if m.place == Place::Protected {
+            self.leave_sweep(id);
+        }
         self.queues[m.place as usize].unlink(&mut self.links, id);
         self.weights[m.place as usize] -= m.weight;
         self.queues[to as usize].push_back(&mut self.links, id);
@@ -239,14 +255,19 @@ impl TinyLfu {
         self.meta[id as usize].stale = true;
     }
 
-    /// Takes `id`'s pending hits into the sketch; returns whether it had any.
+    /// Takes `id`'s pending hits into the sketch; returns whether it had any. An entry with
+    /// hits was seen: its idle spell starts again at the sketch's new estimate.
     fn fold(&mut self, id: EntryId) -> bool {
         let hits = std::mem::take(self.pending[id as usize].get_mut());
         if hits == 0 {
             return false;
         }
-        self.sketch
-            .increment(self.meta[id as usize].key_hash, u64::from(hits));
+        let key_hash = self.meta[id as usize].key_hash;
+        self.sketch.increment(key_hash, u64::from(hits));
+        let m = &mut self.meta[id as usize];
+        // At most 15 (4-bit counters).
+        m.seen_count = self.sketch.estimate(key_hash) as u8;
+        m.seen_at = self.idle.now();
         true
     }
 
@@ -258,7 +279,7 @@ impl TinyLfu {
     #[inline]
     fn settle_front(&mut self, place: Place) -> Option<EntryId> {
         let id = self.queues[place as usize].front()?;
-        if *self.pending[id as usize].get_mut() == 0 {
+        if *self.pending[id as usize].get_mut() == 0 && !self.meta[id as usize].referenced {
             return Some(id);
         }
         self.settle_front_pass(place)
@@ -273,7 +294,8 @@ impl TinyLfu {
         };
         for _ in 0..self.queues[place as usize].len() {
             let id = self.queues[place as usize].front()?;
-            if !self.fold(id) {
+            let referenced = std::mem::take(&mut self.meta[id as usize].referenced);
+            if !self.fold(id) && !referenced {
                 return Some(id);
             }
             self.relocate(id, again);
@@ -348,6 +370,9 @@ impl TinyLfu {
         self.balanced = false;
         self.fold(id);
         let m = self.meta[id as usize];
+        if m.place == Place::Protected {
+            self.leave_sweep(id);
+        }
         self.queues[m.place as usize].unlink(&mut self.links, id);
         self.weights[m.place as usize] -= m.weight;
         self.total -= m.weight;
@@ -409,6 +434,10 @@ impl TinyLfu {
                     !m.stale || place == Place::Probation,
                     "stale id {id} on {place:?}"
                 );
+                assert!(
+                    !m.referenced || matches!(place, Place::Probation | Place::Protected),
+                    "referenced id {id} on {place:?}"
+                );
                 assert!(self.pending[id as usize].load(Ordering::Relaxed) <= MAX_PENDING);
                 sum += m.weight;
             }
@@ -422,6 +451,13 @@ impl TinyLfu {
             self.full || self.queues[Place::Candidate as usize].len() == 0,
             "candidates before the first eviction"
         );
+        if let Some(id) = self.idle.sweep_at {
+            assert_eq!(
+                self.meta[id as usize].place,
+                Place::Protected,
+                "sweep off protected"
+            );
+        }
         self.sketch.validate();
         self.climber.validate();
         self.regret.validate();
@@ -449,6 +485,9 @@ impl EvictionPolicy for TinyLfu {
             weight,
             place: Place::Window,
             stale: false,
+            referenced: false,
+            seen_count: 0,
+            seen_at: self.idle.now(),
         };
         self.queues[Place::Window as usize].push_back(&mut self.links, id);
         self.weights[Place::Window as usize] += weight;
@@ -477,6 +516,9 @@ impl EvictionPolicy for TinyLfu {
                 self.surged(len as u64);
             }
             self.sketch.increment_once(key_hash);
+            if !self.weights_vary {
+                self.sweep_protected();
+            }
         }
         self.count_miss(len as u64);
         if self.full || self.weights[Place::Protected as usize] != 0 {

@@ -18,6 +18,7 @@ impl TinyLfu {
     pub(super) fn count_miss(&mut self, len: u64) {
         self.misses_since_probe += 1;
         self.misses += 1;
+        self.idle.miss();
         if self.restart_deferred {
             self.restart_if_due();
         }
@@ -41,6 +42,8 @@ impl TinyLfu {
         let hits = counted.wrapping_sub(self.hits_at_probe);
         self.hits_at_probe = counted;
         let misses = std::mem::take(&mut self.misses_since_probe);
+        self.idle
+            .probe(hits, misses, self.sketch.increments(), self.sketch.sample());
         self.lapse_unrenewed_hint();
         self.surge.record(hits, misses);
         self.regret.observe();
@@ -288,6 +291,8 @@ impl TinyLfu {
     /// win were just forgotten or halved ([`TinyLfu::restart`]).
     pub(super) fn expose_protected(&mut self) {
         let behind = self.queues[Place::Probation as usize].len();
+        // An entry keeps its `referenced` mark: it was requested since it last passed
+        // protected's front, and keeps its second chance at probation's.
         while let Some(id) = self.queues[Place::Protected as usize].front() {
             self.relocate(id, Place::Probation);
         }

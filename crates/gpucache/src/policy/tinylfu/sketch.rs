@@ -28,6 +28,9 @@ pub(super) struct Sketch {
     size: u64,
     /// Increments between halvings: ten per key the table is sized for.
     sample: u64,
+    /// Increments recorded since the sketch was made, never halved or reset: the clock the
+    /// idle test reads counts against (`super::idle`).
+    increments: u64,
 }
 
 impl Sketch {
@@ -132,6 +135,7 @@ impl Sketch {
                 self.table[i] += (target.max(count) - count) << shift;
             }
             self.size += steps;
+            self.increments += steps;
             left -= steps;
             if self.size >= self.sample {
                 self.halve();
@@ -161,9 +165,20 @@ impl Sketch {
         }
         // `size < sample` between calls (see `increment`).
         self.size += 1;
+        self.increments += 1;
         if self.size >= self.sample {
             self.halve();
         }
+    }
+
+    /// Increments between halvings.
+    pub(super) fn sample(&self) -> u64 {
+        self.sample
+    }
+
+    /// Increments recorded since the sketch was made.
+    pub(super) fn increments(&self) -> u64 {
+        self.increments
     }
 
     /// Sets every counter to zero (as four halvings would).

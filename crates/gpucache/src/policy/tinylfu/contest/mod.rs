@@ -87,11 +87,26 @@ impl TinyLfu {
     /// Zipf keep a credit of 0 or less and their stale entries return, so their contests
     /// never see it.
     ///
+    ///
+    /// A stale entry without pending hits that has been idle for as long as its count says
+    /// several of its requests would take ([`Idle::dead`], while every weight is equal) is
+    /// estimated none: a dead favourite, which the sweep moved down (`super::idle`).
+    ///
     /// [`Meta::stale`]: super::Meta::stale
     /// [`Regret::stale_entries_die`]: super::regret::Regret::stale_entries_die
+    /// [`Idle::dead`]: super::idle::Idle::dead
     pub(super) fn accesses(&self, id: EntryId) -> u64 {
         let m = self.meta[id as usize];
         let pending = u64::from(self.pending[id as usize].load(Ordering::Relaxed));
+        if m.stale
+            && pending == 0
+            && !self.weights_vary
+            && self
+                .idle
+                .dead(m.seen_count, m.seen_at, self.sketch.sample())
+        {
+            return 0;
+        }
         let count = self.sketch.estimate(m.key_hash);
         let stale = m.stale
             && pending == 0
@@ -276,7 +291,10 @@ impl TinyLfu {
             let m = self.meta[e as usize];
             // Estimates are taken only for entries heavier than every one weighed before
             // them (a handful per walk, as the records of a random sequence are).
-            if m.weight <= heaviest || self.pending[e as usize].load(Ordering::Relaxed) != 0 {
+            if m.weight <= heaviest
+                || m.referenced
+                || self.pending[e as usize].load(Ordering::Relaxed) != 0
+            {
                 continue;
             }
             heaviest = m.weight;

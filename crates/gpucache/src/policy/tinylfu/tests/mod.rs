@@ -4,6 +4,7 @@ use super::*;
 use regret::Recency;
 
 mod drift;
+mod idle;
 mod restarts;
 
 /// Replays `keys` against a policy bounded to `capacity` unit entries as the store does
