@@ -56,6 +56,9 @@ pub(super) struct Idle {
     hits: u64,
     /// The sketch's increments at the last probe.
     increments_at_probe: u64,
+    /// Entries the sweep found dead (tests).
+    #[cfg(test)]
+    pub(super) demoted: u64,
 }
 
 impl Idle {
@@ -125,6 +128,10 @@ impl TinyLfu {
                 let m = self.meta[id as usize];
                 if self.idle.dead(m.seen_count, m.seen_at, sample) {
                     self.demote(id);
+                    #[cfg(test)]
+                    {
+                        self.idle.demoted += 1;
+                    }
                 }
             }
         }

@@ -35,14 +35,18 @@
 //! is first full ([`TinyLfu::filled`]). While the window is closed and the bar stands low
 //! or such entries prove dead, a probation entry that went round protected without a hit
 //! counts half its estimate ([`TinyLfu::accesses`]): the favourites of a slowly drifting set
-//! die at their most popular.
+//! die at their most popular. While every weight is equal, a sweep over protected moves
+//! down an entry idle for as long as several of its requests would take, and its contests
+//! count it as requested never ([`idle`]).
 //!
 //! Hits are recorded under a shared lock: a hit only bumps the entry's atomic count of
 //! pending hits (saturating) and the policy's striped count of hits (the climber's and the
 //! surge watch's rates count every hit). Queues are therefore CLOCK-ordered rather than
 //! strictly LRU: an entry reaching the front of its queue with pending hits gets its second
 //! chance (moved to the back, or promoted) and its pending hits are folded into the sketch
-//! at that moment (while the cache fills nothing reaches a queue's front: the window keeps
+//! at that moment, or earlier by the sweep over protected, which marks the entry
+//! [`Meta::referenced`] so that the front still gives it its second chance (while the
+//! cache fills nothing reaches a queue's front: the window keeps
 //! every entry until the first eviction, [`TinyLfu::end_fill_window`], and the fill's hits
 //! wait, pending, until each entry first reaches a queue's front once the sketch is made;
 //! those of an entry removed during the fill are dropped).
@@ -51,7 +55,8 @@
 //! the one its metadata names; each queue's weight is the sum of its entries' weights;
 //! pending counts are at most [`MAX_PENDING`]; the candidate queue is empty until the first
 //! eviction; a free id has no pending hits (they are folded when it stops being tracked); a
-//! stale entry ([`Meta::stale`]) is on probation.
+//! stale entry ([`Meta::stale`]) is on probation; a referenced one on probation or
+//! protected; the sweep's next entry, if any, on protected.
 //! The count of hits is approximate under racing readers (a thread sharing another's stripe
 //! may overwrite its count): the rates built on it tolerate that.
 
@@ -143,7 +148,8 @@ struct Meta {
     weight: u64,
     place: Place,
     /// Moved down from protected ([`TinyLfu::demote`]: it went round protected without a
-    /// hit) and not moved since ([`TinyLfu::relocate`] clears it). Hits fold into a
+    /// hit, or the sweep found it dead) and not moved since ([`TinyLfu::relocate`] clears
+    /// it). Hits fold into a
     /// probation entry only as it is promoted, so a stale entry has had none folded since;
     /// hits still pending are checked by [`TinyLfu::accesses`], which reads it.
     stale: bool,
@@ -249,10 +255,15 @@ impl TinyLfu {
         m.stale = false;
     }
 
-    /// Moves protected's settled front `id` (no pending hits) down to probation's back, stale.
+    /// Moves protected's settled front `id` (no pending hits, not referenced), or an entry
+    /// the sweep found dead, down to probation's back, stale. A dead entry's `referenced`
+    /// mark (hits the sweep folded before its idle spell began) goes: kept, probation's
+    /// front would promote it straight back.
     fn demote(&mut self, id: EntryId) {
         self.relocate(id, Place::Probation);
-        self.meta[id as usize].stale = true;
+        let m = &mut self.meta[id as usize];
+        m.stale = true;
+        m.referenced = false;
     }
 
     /// Takes `id`'s pending hits into the sketch; returns whether it had any. An entry with
@@ -271,9 +282,10 @@ impl TinyLfu {
         true
     }
 
-    /// The oldest entry of `place` without pending hits, giving each entry found with hits
-    /// its second chance: back of the window, or promotion (probation to protected;
-    /// protected to its back). At most one pass over the queue, so this ends.
+    /// The oldest entry of `place` without pending hits or a [`Meta::referenced`] mark,
+    /// giving each entry found with either its second chance: back of the window, or
+    /// promotion (probation to protected; protected to its back). At most one pass over the
+    /// queue, so this ends.
     /// Inline for the usual front without hits (the call was about 40 instructions, and a
     /// mixed-size put settles two fronts); the pass out of line.
     #[inline]
@@ -285,7 +297,7 @@ impl TinyLfu {
         self.settle_front_pass(place)
     }
 
-    /// [`TinyLfu::settle_front`] once its front has pending hits.
+    /// [`TinyLfu::settle_front`] once its front has pending hits or is referenced.
     #[inline(never)]
     fn settle_front_pass(&mut self, place: Place) -> Option<EntryId> {
         let again = match place {
@@ -346,9 +358,10 @@ impl TinyLfu {
     /// Protected's share of main, in percent: [`PROTECTED_PERCENT`], less
     /// [`PROTECTED_PERCENT_PER_CREDIT`] for each whole count of admission credit above 2,
     /// and less [`PROTECTED_PERCENT_IF_STALE_DIE`] while stale entries die
-    /// ([`Regret::stale_entries_die`]: protected gives up its dead only as fast as it
-    /// promotes, and a slow drift's dead favourites sat there for 125-250 shifts of its
-    /// popular set). Zipf, loops and the sized traces keep a credit of 2 or less and their
+    /// ([`Regret::stale_entries_die`]: protected gave up its dead only as fast as it
+    /// promoted, and a slow drift's dead favourites sat there for 125-250 shifts of its
+    /// popular set; while every weight is equal the sweep now moves them down sooner,
+    /// [`idle`], and its demotions count towards the verdict as the others do). Zipf, loops and the sized traces keep a credit of 2 or less and their
     /// stale entries return, so only workloads whose popular keys slide or change shrink it.
     /// A shrink moves a fifth (a credit step) or a tenth (the verdict) of main down to
     /// probation in one rebalance (linear in those entries, as exposing protected is; credit

@@ -284,7 +284,8 @@ impl TinyLfu {
     /// which only gives up entries as new ones are promoted into it; meanwhile the contests
     /// are fought by probation's few entries and the newcomers lose them to stale counts.
     /// Exposed, the old favourites become the next victims: those still requested have
-    /// pending hits and are promoted back when they reach the front, the others must now
+    /// pending hits (or a [`Meta::referenced`](super::Meta::referenced) mark, kept here)
+    /// and are promoted back when they reach the front, the others must now
     /// out-count each new candidate. Linear in the entries, once per restart (the climber's
     /// restarts take at least two parts of a sample, 2,500 requests; a surge, one per fall
     /// of the hit rate). No entry is stale afterwards: the counts that let stale entries

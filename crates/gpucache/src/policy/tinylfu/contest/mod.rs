@@ -87,10 +87,10 @@ impl TinyLfu {
     /// Zipf keep a credit of 0 or less and their stale entries return, so their contests
     /// never see it.
     ///
-    ///
     /// A stale entry without pending hits that has been idle for as long as its count says
-    /// several of its requests would take ([`Idle::dead`], while every weight is equal) is
-    /// estimated none: a dead favourite, which the sweep moved down (`super::idle`).
+    /// eight of its requests would take ([`Idle::dead`], while every weight is equal) is
+    /// estimated none: a dead favourite, moved down by the sweep (`super::idle`) or by
+    /// protected's overflow.
     ///
     /// [`Meta::stale`]: super::Meta::stale
     /// [`Regret::stale_entries_die`]: super::regret::Regret::stale_entries_die
@@ -242,8 +242,9 @@ impl TinyLfu {
 
     /// The probation entry to evict, or to contest the candidate, instead of `front`
     /// (probation's oldest, settled). The walk goes over the [`VICTIM_SCAN`] entries from
-    /// the front and weighs those without pending hits that are heavier than every entry it
-    /// weighed before them (a handful per walk, as the records of a random sequence are);
+    /// the front and weighs those without pending hits or a referenced mark that are heavier
+    /// than every entry it weighed before them (a handful per walk, as the records of a
+    /// random sequence are);
     /// the heaviest of them that `front` [`outweighed`] (strictly heavier, estimated
     /// strictly fewer accesses or as many from [`TIES_COUNT_FROM`] up) is the victim, else `front`
     /// itself. Evicting it frees more bytes for no more accesses lost, and leaves `front`,
