@@ -67,12 +67,9 @@ fn a_lift_stays_on_trial_while_the_hint_climbs() {
     // stepping down as the hint's own refutation would turn it. (Judged once only, as
     // before the trial was kept while the hint leads, the window swung round a tenth of
     // the cache for the rest of these samples.)
-    let rate_at = |s: f64| 0.5 + 0.05 * s.min(0.1) / 0.1 - 0.25 * (s - 0.1).max(0.0);
+    let rate_at = peak_at_a_tenth(0.25);
     let lifted_and_judged = |recency: Recency| {
-        let mut c = Climber::default();
-        climb(&mut c, 20, |_| 0.5);
-        assert_eq!(c.share(), MIN_SHARE);
-        climb_hinted(&mut c, 1, Recency::Leans, rate_at);
+        let mut c = lifted_from_rest(rate_at);
         let mut shares = Vec::new();
         for _ in 0..LIFT_TRIAL_SAMPLES {
             climb_hinted(&mut c, 1, recency, rate_at);
@@ -110,12 +107,9 @@ fn a_lift_that_passes_while_regret_leans_waits_a_few_samples_for_the_hint() {
     // peak. Within LIFT_TRIAL_DORMANT samples the trial is judged again once the hint leads,
     // and the lift fails (the window closes at once); later than that, the trial is over
     // and the hint's own refutation turns the climb instead, with no lift failed.
-    let rate_at = |s: f64| 0.5 + 0.05 * s.min(0.1) / 0.1 - 0.75 * (s - 0.1).max(0.0);
+    let rate_at = peak_at_a_tenth(0.75);
     let run = |wait: u32| {
-        let mut c = Climber::default();
-        climb(&mut c, 20, |_| 0.5);
-        climb_hinted(&mut c, 1, Recency::Leans, rate_at);
-        assert!(c.share() > MIN_SHARE, "the lean lifts");
+        let mut c = lifted_from_rest(rate_at);
         for _ in 0..LIFT_TRIAL_SAMPLES + wait {
             climb_hinted(&mut c, 1, Recency::Leans, rate_at);
             assert!(!c.take_failed_lift(), "passes while regret leans");
@@ -134,6 +128,22 @@ fn a_lift_that_passes_while_regret_leans_waits_a_few_samples_for_the_hint() {
     assert!(failed, "judged again once the hint leads: {shares:?}");
     let (failed, shares) = run(LIFT_TRIAL_DORMANT);
     assert!(!failed, "the wait is over: {shares:?}");
+}
+
+/// A hit rate of 0.5 at the smallest window, rising by 0.05 to a peak at a tenth of the
+/// cache, and falling by `cost` per unit of share past it.
+fn peak_at_a_tenth(cost: f64) -> impl Fn(f64) -> f64 + Copy {
+    move |s: f64| 0.5 + 0.05 * s.min(0.1) / 0.1 - cost * (s - 0.1).max(0.0)
+}
+
+/// A climber that rested at the smallest window (a flat rate of 0.5), lifted by a lean.
+fn lifted_from_rest(rate_at: impl Fn(f64) -> f64) -> Climber {
+    let mut c = Climber::default();
+    climb(&mut c, 20, |_| 0.5);
+    assert_eq!(c.share(), MIN_SHARE);
+    climb_hinted(&mut c, 1, Recency::Leans, rate_at);
+    assert!(c.share() > MIN_SHARE, "the lean lifts");
+    c
 }
 
 /// Runs 30 samples of `recency` at `rate_at` less a point more each sample (a slow fall of
@@ -162,10 +172,8 @@ fn a_lift_is_off_trial_once_the_climb_refutes_the_hint() {
     // trial ends at the judgement after that, so a slow fall of the whole workload later
     // (a point a sample) fails no lift against the old rate at rest; kept while regret
     // alone says recency pays, it did.
-    let rate_at = |s: f64| 0.5 + 0.05 * s.min(0.1) / 0.1 - 0.1 * (s - 0.1).max(0.0);
-    let mut c = Climber::default();
-    climb(&mut c, 20, |_| 0.5);
-    climb_hinted(&mut c, 1, Recency::Leans, rate_at);
+    let rate_at = peak_at_a_tenth(0.1);
+    let mut c = lifted_from_rest(rate_at);
     let mut shares = Vec::new();
     for _ in 0..30 {
         climb_hinted(&mut c, 1, Recency::Pays, rate_at);
