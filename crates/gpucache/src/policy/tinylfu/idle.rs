@@ -1,14 +1,14 @@
 //! Dead favourites: entries requested often until they are not requested at all (the most
 //! popular keys of a slowly drifting set, the old set after a change of working set).
 //!
-//! Protected gives entries up only as fast as probation promotes others, and once demoted
-//! a dead favourite wins its contests on the count it earned alive until the sketch has
-//! halved it away: on drift with Zipf 0.9 at 700 entries a dead key stayed 10,000-15,000
-//! requests, and about a quarter of the cache was dead (quick_cache kept as many). The
-//! policy therefore watches how long each entry has been idle against how often its count
-//! says it is requested. An entry idle for as long as [`DEAD_AFTER`] of its requests would
-//! take is taken for dead: a sweep over protected, a couple of entries per miss, demotes it,
-//! and its contests count it as requested never.
+//! Protected gives entries up only as fast as probation promotes others, and once demoted a
+//! dead favourite wins its contests on the count it earned alive until the sketch has halved it
+//! away: on drift with Zipf 0.9 at 700 entries dead keys stayed up to 12,000-15,000 requests,
+//! and about a quarter of the cache was dead (quick_cache kept nearly as many). The policy
+//! therefore watches how long each entry has been idle against how often its count says it is
+//! requested. An entry idle for as long as [`DEAD_AFTER`] of its requests would take is taken
+//! for dead: a sweep over protected, a couple of entries per miss, demotes it, and its contests
+//! count it as requested never.
 //!
 //! Idle time is counted in hits (a clock advanced at each miss by the hits per miss of the
 //! last probe), not in misses or sketch increments: a scan of one-off keys runs those
@@ -29,9 +29,9 @@ use super::{EntryId, Place, TinyLfu};
 /// Were requests Poisson at the rate its count says, a live entry would stay idle that long
 /// once in e^8 (about 3,000) idle spells; the count says the rate only within about a third
 /// either way (it halves every half sample), so about one in 200 at worst. 4 gained more on
-/// drift (drift with Zipf 0.9 at 300-1,000 entries 1.03-1.06 of the best peer's hits rather
-/// than 1.01-1.02) and cost settled Zipf up to 0.007; 6 and 12 measured between
-/// (docs/memory-tier.md).
+/// drift (drift with Zipf 0.9 at 300-1,000 entries 1.03-1.07 of the best peer's hits rather
+/// than 1.01-1.03) and cost scans with Zipf 1.0 at 700-3,000 entries (0.992-0.995) and a
+/// held-out settled Zipf at 50 entries (0.976; docs/memory-tier.md).
 const DEAD_AFTER: u64 = 8;
 /// Protected entries the sweep looks at per miss: protected, most of the cache, is swept
 /// once every 0.4 times the entries' count in misses. One per miss gained a little less.

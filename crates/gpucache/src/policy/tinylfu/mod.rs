@@ -361,8 +361,9 @@ impl TinyLfu {
     /// ([`Regret::stale_entries_die`]: protected gave up its dead only as fast as it
     /// promoted, and a slow drift's dead favourites sat there for 125-250 shifts of its
     /// popular set; while every weight is equal the sweep now moves them down sooner,
-    /// [`idle`], and its demotions count towards the verdict as the others do). Zipf, loops and the sized traces keep a credit of 2 or less and their
-    /// stale entries return, so only workloads whose popular keys slide or change shrink it.
+    /// [`idle`], and its demotions count towards the verdict as the others do). Zipf, loops
+    /// and the sized traces keep a credit of 2 or less and their stale entries return, so
+    /// only workloads whose popular keys slide or change shrink it.
     /// A shrink moves a fifth (a credit step) or a tenth (the verdict) of main down to
     /// probation in one rebalance (linear in those entries, as exposing protected is; credit
     /// steps need dozens of returning losers each, and the verdict turns at most once per

@@ -29,14 +29,15 @@
 //! from neutral ([`Regret::reset_bias`]).
 //!
 //! The displaced losers also tell whether protected holds dead entries
-//! ([`Regret::stale_entries_die`]): those that had gone round protected without a hit
-//! (stale) are counted apart from the others, and when the stale ones return at under a
-//! quarter of the others' rate, such entries are mostly keys that will never be requested
-//! again. A slowly drifting set's favourites die so, at their most popular: at 500 entries
-//! W-TinyLFU held 34-60 keys dead for 6,250-12,500 requests, where quick_cache, which
-//! keeps no counts, held 7-15. The policy then gives protected 10 points less of main, and
-//! a stale entry counts half its estimate at a closed window (docs/memory-tier.md). Where
-//! the working set cycles back, or on Zipf, stale entries return as often as the others.
+//! ([`Regret::stale_entries_die`]): those that had gone round protected without a hit, or that
+//! the sweep over protected found dead (stale), are counted apart from the others, and when the
+//! stale ones return at under a quarter of the others' rate, such entries are mostly keys that
+//! will never be requested again. A slowly drifting set's favourites die so, at their most
+//! popular: at 500 entries W-TinyLFU held 34-60 keys dead for 6,250-12,500 requests, where
+//! quick_cache, which keeps no counts, held 7-15. The policy then gives protected 10 points
+//! less of main, and a stale entry counts half its estimate at a closed window
+//! (docs/memory-tier.md). Where the working set cycles back, or on Zipf, stale entries return
+//! as often as the others.
 //!
 //! Losers are kept in a direct-mapped table of one 32-bit word per tracked key (a tag of the
 //! key, the kind, and when the contest was): a collision forgets the older loser, and a tag
@@ -134,7 +135,7 @@ pub(super) enum Loser {
     /// The probation entry the candidate displaced.
     Displaced,
     /// The probation entry the candidate displaced, stale: it had gone round protected
-    /// without a hit (see [`super::Meta::stale`]).
+    /// without a hit, or the sweep found it dead (see [`super::Meta::stale`]).
     StaleDisplaced,
 }
 

@@ -19,16 +19,16 @@ pub(super) const LIFT_TRIAL_DORMANT: u32 = 4;
 
 /// A lean's lift off the smallest window, on trial. Once the window opens, the contests'
 /// candidates are entries that were just requested, their losers come back, and admission
-/// regret's bias rises to the hint that recency pays: the hint then fed on the window the
-/// lift had opened, and where a closed window was best (a drift at 400-700 entries) the climb
-/// walked to all the cache while the hit rate fell by 2-4 points. So the lift is judged by
-/// the climber's own samples: [`LIFT_TRIAL_SAMPLES`] after it, and at every sample after
-/// that while the hint, unrefuted, leads the climb of an open window (a judgement passed
-/// while the hint did not lead waits up to [`LIFT_TRIAL_DORMANT`] samples for it), the mean
-/// rate of the last two must not stand below the rate at rest by more than the reversal
-/// band. Judged once only, a lift that held for its first samples left the hint free to walk
-/// the window on up while the rate slid below the rest (docs/memory-tier.md, *A lift watched
-/// while the hint climbs*).
+/// regret's bias rises to the hint that recency pays: the hint then fed on the window the lift
+/// had opened, and where a closed window was best (a drift at 400-700 entries) the climb walked
+/// to all the cache while the hit rate fell by 2-4 points. So the lift is judged by the
+/// climber's own samples: [`LIFT_TRIAL_SAMPLES`] after it, and at every sample after that while
+/// the hint, unrefuted, leads the climb of an open window (a judgement passed while the hint
+/// did not lead, unless the climb has refuted the hint, waits up to [`LIFT_TRIAL_DORMANT`]
+/// samples for it), the mean rate of the last two must not stand below the rate at rest by more
+/// than the reversal band. Judged once only, a lift that held for its first samples left the
+/// hint free to walk the window on up while the rate slid below the rest (docs/memory-tier.md,
+/// *A lift watched while the hint climbs*).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct LiftTrial {
     /// The mean hit rate of the last two samples at rest.
@@ -46,22 +46,22 @@ pub(super) struct LiftTrial {
 
 impl Climber {
     /// Counts a sample of a lean's lift on trial ([`LiftTrial`]) that came in at `rate`, and
-    /// judges it at the [`LIFT_TRIAL_SAMPLES`]th, and at every sample after a judgement made
-    /// at an open window whose last step the hint led (`recency` pays and the climb's samples
-    /// have not refuted it: [`Climber::pays`]): if the mean of the last two samples
-    /// stands below the rate at rest by more than `reverse_at` (the band a fall must leave to
-    /// turn the climb), the window closes at once, and neither the lean nor the hint lifts
-    /// it again until a restart (the climber's, or the policy's: [`Climber::forget_best`])
-    /// or until recency is [`Recency::Unproven`]. Stepping down instead, the window stood
-    /// open for a few samples more and the hint, still fed by its losers, climbed again
-    /// (drift with Zipf 0.9 at 700 entries 0.9905 of the best peer's hits rather than
-    /// 0.9934). A judgement passed while the hint did not lead waits, unjudged, up to
-    /// [`LIFT_TRIAL_DORMANT`] samples for the hint to lead, and is judged again then. Any
-    /// other judgement is the trial's last (the lift may still fail it): the
-    /// climb is the samples' own then, and a rate at rest taken long ago would fail a lift
-    /// for a slow fall of the whole workload (kept while regret alone said recency pays,
-    /// refuted or not, a simulation of the climber failed a paying lift 50-200 samples on,
-    /// at a fall of a tenth of a point a sample).
+    /// judges it at the [`LIFT_TRIAL_SAMPLES`]th, and at every sample after a judgement made at
+    /// an open window whose last step the hint led (`recency` pays and the climb's samples have
+    /// not refuted it: [`Climber::pays`]): if the mean of the last two samples stands below the
+    /// rate at rest by more than `reverse_at` (the band a fall must leave to turn the climb),
+    /// the window closes at once, and neither the lean nor the hint lifts it again until a
+    /// restart (the climber's, or the policy's: [`Climber::forget_best`]) or until recency is
+    /// [`Recency::Unproven`]. Stepping down instead, the window stood open for a few samples
+    /// more and the hint, still fed by its losers, climbed again (drift with Zipf 0.9 at 700
+    /// entries 0.9905 of the best peer's hits rather than 0.9934). A judgement passed while the
+    /// hint did not lead (unless the climb has refuted the hint) waits, unjudged, up to
+    /// [`LIFT_TRIAL_DORMANT`] samples for the hint to lead, and is judged again then. Any other
+    /// judgement is the trial's last (the lift may still fail it): the climb is the samples'
+    /// own then, and a rate at rest taken long ago would fail a lift for a slow fall of the
+    /// whole workload (kept while regret alone said recency pays, refuted or not, a simulation
+    /// of the climber failed a paying lift 50-200 samples on, at a fall of a tenth of a point a
+    /// sample).
     pub(super) fn judge_lift(&mut self, rate: f64, reverse_at: f64, recency: Recency) {
         let Some(trial) = &mut self.trial else { return };
         trial.samples = (trial.samples + 1).min(LIFT_TRIAL_SAMPLES);
