@@ -452,6 +452,7 @@ impl TinyLfu {
                     !m.referenced || matches!(place, Place::Probation | Place::Protected),
                     "referenced id {id} on {place:?}"
                 );
+                assert!(!(m.stale && m.referenced), "id {id} stale and referenced");
                 assert!(self.pending[id as usize].load(Ordering::Relaxed) <= MAX_PENDING);
                 sum += m.weight;
             }

@@ -161,3 +161,38 @@ fn the_sweep_moves_past_entries_that_leave_protected() {
     assert_eq!(p.idle.sweep_at, None);
     p.validate(&|id| id != 2);
 }
+
+#[test]
+fn a_dead_entry_loses_its_mark_and_leaves_from_probations_front() {
+    // All three entries promoted, their hits folded at once; the sweep then folds id 0's
+    // new hit, marking it. Once every entry has been idle long enough to be dead, the sweep
+    // demotes them: id 0 without its mark, so probation's front offers it as the next
+    // victim (with the mark it was promoted straight back to protected).
+    let mut p = probation_of(&[1, 1, 1]);
+    for id in 0..3 {
+        p.touch(id);
+    }
+    assert_eq!(p.settle_front(Place::Probation), None, "all promoted");
+    p.touch(0);
+    p.idle.sweep_at = Some(0);
+    p.sweep_protected();
+    assert!(p.meta[0].referenced);
+    let sample = p.sketch.sample();
+    p.idle.probe(160, 16, p.sketch.increments() + 160, sample);
+    let m = p.meta[0];
+    let mut misses = 0;
+    while !p.idle.dead(m.seen_count, m.seen_at, sample) {
+        p.idle.miss();
+        misses += 1;
+        assert!(misses < 1_000_000, "never dead");
+    }
+    p.idle.sweep_at = Some(0);
+    p.sweep_protected();
+    let m = p.meta[0];
+    assert!(
+        m.place == Place::Probation && m.stale && !m.referenced,
+        "{m:?}"
+    );
+    assert_eq!(p.settle_front(Place::Probation), Some(0));
+    p.validate(&|id| id < 3);
+}
