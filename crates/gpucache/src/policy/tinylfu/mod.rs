@@ -275,10 +275,14 @@ impl TinyLfu {
         }
         let key_hash = self.meta[id as usize].key_hash;
         self.sketch.increment(key_hash, u64::from(hits));
-        let m = &mut self.meta[id as usize];
-        // At most 15 (4-bit counters).
-        m.seen_count = self.sketch.estimate(key_hash) as u8;
-        m.seen_at = self.idle.now();
+        // Only the idle test reads these, and only while every weight is equal (once weights
+        // vary they never stop varying): a mixed-size put spares the estimate.
+        if !self.weights_vary {
+            let m = &mut self.meta[id as usize];
+            // At most 15 (4-bit counters).
+            m.seen_count = self.sketch.estimate(key_hash) as u8;
+            m.seen_at = self.idle.now();
+        }
         true
     }
 

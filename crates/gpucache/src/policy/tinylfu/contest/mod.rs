@@ -98,8 +98,9 @@ impl TinyLfu {
     pub(super) fn accesses(&self, id: EntryId) -> u64 {
         let m = self.meta[id as usize];
         let pending = u64::from(self.pending[id as usize].load(Ordering::Relaxed));
-        if m.stale
-            && pending == 0
+        // Stale and settled: no hit since protected let it go.
+        let idle_stale = m.stale && pending == 0;
+        if idle_stale
             && !self.weights_vary
             && self
                 .idle
@@ -108,11 +109,10 @@ impl TinyLfu {
             return 0;
         }
         let count = self.sketch.estimate(m.key_hash);
-        let stale = m.stale
-            && pending == 0
+        let halved = idle_stale
             && self.climber.closed()
             && (self.regret.credit() >= 1 || self.regret.stale_entries_die());
-        (if stale { count / 2 } else { count }) + pending
+        (if halved { count / 2 } else { count }) + pending
     }
 
     /// Whether the candidate should displace the victim and, if it weighs more, the
