@@ -107,7 +107,14 @@ impl TinyLfu {
     /// entries, whose second set comes as the cache fills, stood at 0.992-0.994 of the best
     /// peer's hits on four draws of the traces, and 0.995-0.997 with the restart; no other
     /// row of `phase_eval` moved by more than 0.005 (docs/memory-tier.md).
+    ///
+    /// A cache of equal weights over 500 entries closes its window here, before the
+    /// overflow moves ([`climber::Climber::close_before_first_sample`]).
     pub(super) fn filled(&mut self) {
+        if !self.weights_vary {
+            self.climber
+                .close_before_first_sample(10 * self.len().saturating_sub(1) as u64);
+        }
         self.end_fill_window();
         self.full = true;
         // Made only now (see `grow_sketch`). The owner inserts first, so the newcomer is one
