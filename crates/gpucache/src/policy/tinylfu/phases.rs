@@ -47,10 +47,12 @@ impl TinyLfu {
         self.lapse_unrenewed_hint();
         self.surge.record(hits, misses);
         self.regret.observe();
-        if self
-            .climber
-            .record(hits, misses, 10 * len, self.regret.recency())
-        {
+        if self.climber.record(
+            hits,
+            misses,
+            climber::SAMPLE_PER_ENTRY * len,
+            self.regret.recency(),
+        ) {
             self.restart();
         }
         if self.climber.take_failed_lift() {
@@ -108,19 +110,20 @@ impl TinyLfu {
     /// peer's hits on four draws of the traces, and 0.995-0.997 with the restart; no other
     /// row of `phase_eval` moved by more than 0.005 (docs/memory-tier.md).
     ///
-    /// A cache of equal weights over 500 entries closes its window here, before the
-    /// overflow moves ([`climber::Climber::close_before_first_sample`]).
+    /// A cache of equal weights over 500 entries whose climber has ended no sample yet
+    /// closes its window here, before the overflow moves, and starts its first sample
+    /// ([`climber::Climber::close_before_first_sample`]).
     pub(super) fn filled(&mut self) {
+        // The owner inserts first, so the newcomer is one entry beyond the budget (as in
+        // `insert`).
+        let len = self.len().saturating_sub(1);
         if !self.weights_vary {
-            self.climber
-                .close_before_first_sample(10 * self.len().saturating_sub(1) as u64);
+            self.climber.close_before_first_sample(len as u64);
         }
         self.end_fill_window();
         self.full = true;
-        // Made only now (see `grow_sketch`). The owner inserts first, so the newcomer is one
-        // entry beyond the budget (as in `insert`). The stored keys are counted into it only
-        // while every weight is equal (see above).
-        let len = self.len().saturating_sub(1);
+        // Made only now (see `grow_sketch`). The stored keys are counted into it only while
+        // every weight is equal (see above).
         if self.weights_vary {
             self.size_sketch(len);
         } else {

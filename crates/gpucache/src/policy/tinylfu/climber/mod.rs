@@ -51,7 +51,9 @@
 use super::regret::Recency;
 use trial::LiftTrial;
 
-/// The window's share of the tracked weight at start: TinyLFU's usual 1%.
+/// The window's share of the tracked weight at start: TinyLFU's usual 1% (closed once the
+/// cache is first full where every weight is equal and a sample is longer than the least
+/// one: [`Climber::close_before_first_sample`]).
 pub(super) const INITIAL_SHARE: f64 = 0.01;
 /// Bounds of the share. At the upper one the window is all the cache and the policy is LRU
 /// (with a second chance for entries hit since they last passed the front). A Zipf sliding
@@ -117,6 +119,9 @@ const NOISE_WEIGHT: f64 = 0.25;
 /// The usual change assumed before any is measured (a hit rate over [`MIN_SAMPLE`] requests
 /// moves by about this much by chance alone).
 const INITIAL_NOISE: f64 = 0.02;
+/// Requests per sample per tracked entry (the policy's probe passes this many times its
+/// entries as the sample, [`Climber::record`], never fewer than [`MIN_SAMPLE`]).
+pub(super) const SAMPLE_PER_ENTRY: u64 = 10;
 /// Requests per sample at least, whatever the cache size: a hit rate measured over fewer
 /// varies by more than the changes the climber looks for (over 1,000 requests about 1.6
 /// points), and the share would walk at random. Over 5,000 requests it varies by about 0.7
@@ -382,25 +387,44 @@ impl Climber {
     }
 
     /// Closes the window when the cache is first full with every weight equal
-    /// ([`super::TinyLfu::filled`]), if no sample has ended yet and a sample (`sample`
-    /// requests, ten per entry) is longer than [`MIN_SAMPLE`], that is from 501 entries.
-    /// The climb's first step takes the share from [`INITIAL_SHARE`] down to the smallest
-    /// window anyway, but only at the end of a sample: a cache of 20,000 entries waits
+    /// ([`super::TinyLfu::filled`]), if no sample has ended yet and a sample for `len`
+    /// entries ([`SAMPLE_PER_ENTRY`] requests each) is longer than [`MIN_SAMPLE`]: from 501
+    /// entries, in each shard's policy. The first sample then starts here, at the closed
+    /// window it judges (with the few requests since the policy's last probe).
+    ///
+    /// The climb's first step would take the share from [`INITIAL_SHARE`] down to the
+    /// smallest window too, but only at the end of a sample: a cache of 20,000 entries waits
     /// 200,000 requests for it, and a loop meanwhile misses what the window holds (loop-2x
     /// at 20,000 entries, 200,000 requests: 0.992 of the best peer's hits on two draws,
-    /// 1.002 closed). Smaller caches keep the 1% start: their samples are short, and a fall
-    /// after that first step turns the climb up, which is how some drifts cross the small
-    /// windows that hit less than a closed one on their way to the wide ones that hit more
-    /// (closed from the start at every size, one of 48 runs of a policy test's drift at 200
-    /// entries stayed closed, 5% fewer hits; drift with Zipf 0.7 at 100-500 entries lost up
-    /// to 0.017 of the best peer's, docs/memory-tier.md). Weights that vary keep the window:
-    /// its free passes are where the sized traces' hits come from (closed, the sized rows
-    /// of `phase_eval` under 0.995 went from 27 to 53 of 104).
-    pub(super) fn close_before_first_sample(&mut self, sample: u64) {
-        if self.previous_rate.is_none() && sample > MIN_SAMPLE {
-            self.share = MIN_SHARE;
-            self.fraction = fraction_of(MIN_SHARE);
+    /// 1.002 closed). That step also counts as a move, so a fall in the sample after it
+    /// turns the climb up; from a closed start a fall at the bound does not, and only a
+    /// lean's lift (on trial) or the hint that recency pays opens the window. Smaller caches
+    /// keep the 1% start and that first move: their samples are short, and the turn after
+    /// it is how some drifts cross the small windows that hit less than a closed one on
+    /// their way to the wide ones that hit more (closed from the start at every size, one of
+    /// 48 runs of a policy test's drift at 200 entries stayed closed, 5% fewer hits; drift
+    /// with Zipf 0.7 at 100-500 entries lost up to 0.017 of the best peer's,
+    /// docs/memory-tier.md). Weights that vary keep the window: its free passes are where
+    /// the sized traces' hits come from (closed, the sized rows of `phase_eval` under 0.995
+    /// went from 27 to 49-53 of 104).
+    ///
+    /// Counted from here rather than from the fill, the first sample measures the closed
+    /// window instead of the cold cache's misses, the baseline a lift's trial or the next
+    /// sample is compared with: the phase cycle with Zipf 1.0 at 7,000 entries 0.9930 ->
+    /// 0.9954 of the best peer's hits, the phase change with Zipf 1.0 at 10,000 entries
+    /// 1.032 -> 1.014 (docs/memory-tier.md, *a closed start*).
+    pub(super) fn close_before_first_sample(&mut self, len: u64) {
+        if self.previous_rate.is_none() && SAMPLE_PER_ENTRY * len > MIN_SAMPLE {
+            self.close();
+            self.hits = 0;
+            self.misses = 0;
         }
+    }
+
+    /// Sets the share to the smallest window.
+    fn close(&mut self) {
+        self.share = MIN_SHARE;
+        self.fraction = fraction_of(MIN_SHARE);
     }
 
     /// Counts requests into the current part of the sample; returns whether the last

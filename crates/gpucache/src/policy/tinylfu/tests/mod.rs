@@ -628,7 +628,7 @@ fn an_eviction_rebalances_after_an_update() {
     p.validate(&|_| true);
 }
 
-/// Hits in the last of eight passes over twice `capacity` unit keys, and the window's share
+/// Hits in the last of four passes over twice `capacity` unit keys, and the window's share
 /// after them (fewer requests than one sample from 500 entries up: the climb never moves).
 fn last_pass_of_a_loop_twice_the_cache(capacity: usize) -> (usize, f64) {
     let keys: Vec<u64> = (0..8 * capacity as u64)
@@ -653,6 +653,8 @@ fn a_cache_over_five_hundred_equal_entries_closes_its_window_when_first_full() {
     assert_eq!(p.queues[Place::Window as usize].len(), 0);
     p.validate(&|id| id != 0);
     assert_eq!(last_pass_of_a_loop_twice_the_cache(1000), (1000, 0.0));
+    // The first size over the least sample.
+    assert_eq!(last_pass_of_a_loop_twice_the_cache(501), (501, 0.0));
     // At 500 entries the sample is the least one, 5,000 requests: the climb's first step
     // closes the window soon enough, and a fall after it may turn a drift's climb up. The
     // window keeps 1% until then: 495 of 500.

@@ -1,7 +1,7 @@
 //! A lean's lift of a closed window on trial ([`LiftTrial`]): judged by the climber's own
 //! samples, and taken back at once when they stand below the rate at rest.
 
-use super::{fraction_of, Climber, Recency, MIN_SHARE, STEP};
+use super::{Climber, Recency, MIN_SHARE, STEP};
 
 /// Samples after a lean's lift until its trial is first judged ([`LiftTrial`]). The first one
 /// after the lift pays for the move itself; 2 and 4 kept less of the trial's gain on the
@@ -99,8 +99,7 @@ impl Climber {
         if failed {
             self.lift_refuted = true;
             self.lift_failed = true;
-            self.share = MIN_SHARE;
-            self.fraction = fraction_of(MIN_SHARE);
+            self.close();
             self.step = -STEP;
         }
     }
