@@ -85,7 +85,8 @@ impl TinyLfu {
     /// The first eviction: the cache is full. The sketch and the regret table are made
     /// ([`TinyLfu::size_sketch`]; the stored keys counted in while every weight is equal,
     /// below), window overflow from now on waits for a contest, and hit
-    /// rates describe a full cache (the climber's and the surge watch's start over). While a
+    /// rates describe a full cache (the climber's parts and the surge watch's averages start
+    /// over). While a
     /// steady workload fills the cache its hit rate only rises; if the surge watch finds it
     /// in a fall now (its short average well below its long one), the working set changed as
     /// the cache filled, and the stored keys the sketch was just made from are mostly the
@@ -104,15 +105,16 @@ impl TinyLfu {
     /// 0.7 at 500 entries 1.000 to 0.962 of the best peer's hits), and leaving the stored
     /// keys uncounted at the sketch's later doublings too cost the held-out set (1.368)
     /// (docs/memory-tier.md). The surge watch cannot see that change once full (its averages
-    /// start then), nor the climber (its first sample too), and the admission regret
+    /// start then), nor the climber (its parts start over too), and the admission regret
     /// lowered the bar only slowly at large sizes: the phase cycle with Zipf 1.0 at 20,000
     /// entries, whose second set comes as the cache fills, stood at 0.992-0.994 of the best
     /// peer's hits on four draws of the traces, and 0.995-0.997 with the restart; no other
     /// row of `phase_eval` moved by more than 0.005 (docs/memory-tier.md).
     ///
-    /// A cache of equal weights over 500 entries whose climber has ended no sample yet
-    /// closes its window here, before the overflow moves, and starts its first sample
-    /// ([`climber::Climber::close_before_first_sample`]).
+    /// A policy of equal weights tracking over 500 entries (one shard's, in a sharded
+    /// store) whose climber has ended no sample yet closes its window here, before the
+    /// overflow moves, and starts its first sample; `Climber::filled`, after it, starts the
+    /// sample's parts over ([`climber::Climber::close_before_first_sample`]).
     pub(super) fn filled(&mut self) {
         // The owner inserts first, so the newcomer is one entry beyond the budget (as in
         // `insert`).

@@ -405,14 +405,15 @@ impl Climber {
     /// 48 runs of a policy test's drift at 200 entries stayed closed, 5% fewer hits; drift
     /// with Zipf 0.7 at 100-500 entries lost up to 0.017 of the best peer's,
     /// docs/memory-tier.md). Weights that vary keep the window: its free passes are where
-    /// the sized traces' hits come from (closed, the sized rows of `phase_eval` under 0.995
-    /// went from 27 to 49-53 of 104).
+    /// the sized traces' hits come from (the sized rows of `phase_eval` under 0.995 went
+    /// from 27 to 49 of 104 closed over 500 entries, to 53 closed at every size).
     ///
-    /// Counted from here rather than from the fill, the first sample measures the closed
-    /// window instead of the cold cache's misses, the baseline a lift's trial or the next
-    /// sample is compared with: the phase cycle with Zipf 1.0 at 7,000 entries 0.9930 ->
-    /// 0.9954 of the best peer's hits, the phase change with Zipf 1.0 at 10,000 entries
-    /// 1.032 -> 1.014 (docs/memory-tier.md, *a closed start*).
+    /// Counted from the fill's end rather than from the first request, the first sample
+    /// measures the closed window instead of the cold cache's misses, the baseline a lift's
+    /// trial or the next sample is compared with: the phase cycle with Zipf 1.0 at 7,000
+    /// entries 0.9930 -> 0.9954 of the best peer's hits; the phase change with Zipf 1.0 at
+    /// 10,000 entries fell, 1.032 -> 1.012, as its first sample now straddles the switch
+    /// (docs/memory-tier.md, *a closed start*).
     pub(super) fn close_before_first_sample(&mut self, len: u64) {
         if self.previous_rate.is_none() && SAMPLE_PER_ENTRY * len > MIN_SAMPLE {
             self.close();
