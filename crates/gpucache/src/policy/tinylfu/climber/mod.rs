@@ -52,8 +52,8 @@ use super::regret::Recency;
 use trial::LiftTrial;
 
 /// The window's share of the tracked weight at start: TinyLFU's usual 1% (closed once the
-/// cache is first full where every weight is equal and a sample is longer than the least
-/// one: [`Climber::close_before_first_sample`]).
+/// cache is first full where every weight is equal, no sample has ended and a sample is
+/// longer than the least one: [`Climber::close_before_first_sample`]).
 pub(super) const INITIAL_SHARE: f64 = 0.01;
 /// Bounds of the share. At the upper one the window is all the cache and the policy is LRU
 /// (with a second chance for entries hit since they last passed the front). A Zipf sliding
@@ -412,8 +412,8 @@ impl Climber {
     /// measures the closed window instead of the cold cache's misses, the baseline a lift's
     /// trial or the next sample is compared with: the phase cycle with Zipf 1.0 at 7,000
     /// entries 0.9930 -> 0.9954 of the best peer's hits; the phase change with Zipf 1.0 at
-    /// 10,000 entries fell, 1.032 -> 1.012, as its first sample now straddles the switch
-    /// (docs/memory-tier.md, *a closed start*).
+    /// 10,000 entries fell, 1.032 -> 1.012, probably as its first sample now straddles the
+    /// switch (not traced; docs/memory-tier.md, *a closed start*).
     pub(super) fn close_before_first_sample(&mut self, len: u64) {
         if self.previous_rate.is_none() && SAMPLE_PER_ENTRY * len > MIN_SAMPLE {
             self.close();
