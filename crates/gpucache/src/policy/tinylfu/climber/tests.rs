@@ -1,5 +1,6 @@
 //! Hill climbing's rules, fed with hit rates that depend on the share.
 
+use super::parts::PartSpread;
 use super::*;
 
 /// Feeds samples whose hit rate `rate_at(share)` depends on the share.
@@ -365,6 +366,48 @@ fn a_climb_the_samples_cannot_measure_slows_down() {
     };
     assert!(!sample_parts(&mut steady, [0.5; 4]));
     assert!((steady.share() - 0.3 - 0.05 * STEP_DECAY).abs() < 1e-9);
+}
+
+#[test]
+fn an_open_window_heads_down_in_full_steps_once_regret_stops_leaning() {
+    // At rest at 94% of the cache (a spent step) while regret leaned; then regret says
+    // nothing of recency, on samples whose parts swing by 40 points (no step measurable)
+    // at an unchanged rate. The climb heads down with a full step and keeps its size, less
+    // 2% a sample, instead of halving to a rest; a clear fall turns it, and the samples
+    // decide from there.
+    let at_rest = || Climber {
+        share: 0.94,
+        fraction: fraction_of(0.94),
+        step: MIN_STEP / 2.0,
+        previous_rate: Some(0.5),
+        noise: 0.01,
+        last_recency: Recency::Leans,
+        ..Climber::default()
+    };
+    let swinging = [0.3, 0.7, 0.3, 0.7];
+    let mut leaning = at_rest();
+    assert!(!sample_parts_hinted(&mut leaning, swinging, Recency::Leans));
+    assert_eq!(leaning.share(), 0.94);
+    let mut c = at_rest();
+    let (mut expected, mut step) = (0.94, STEP);
+    for _ in 0..3 {
+        assert!(!sample_parts(&mut c, swinging));
+        expected -= step;
+        step *= STEP_DECAY;
+        assert!(
+            (c.share() - expected).abs() < 1e-9,
+            "{} against {expected}",
+            c.share()
+        );
+    }
+    assert!(c.unwinding);
+    // Steady parts (no error), then a fall of 3 points: beyond the band, short of a
+    // restart.
+    assert!(!sample_parts(&mut c, [0.5; 4]));
+    let lowest = c.share();
+    assert!(!sample_parts(&mut c, [0.47; 4]));
+    assert!(c.share() > lowest, "{} after {lowest}", c.share());
+    assert!(!c.unwinding);
 }
 
 #[test]

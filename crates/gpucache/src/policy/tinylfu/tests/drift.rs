@@ -236,12 +236,11 @@ fn after_a_drift_a_loop_or_a_settled_set_closes_the_window_again() {
     // Zipf that stops sliding, where frequency pays again. No contest runs at a window of
     // all the cache, so admission regret's hint that recency pays is not renewed and lapses
     // (`TinyLfu::lapse_unrenewed_hint`), and the climb comes down. (Without the lapse a run
-    // stayed LRU through the whole loop, without a hit.) After the settled set the windows
-    // stand at 0-0.94 of the cache, 0.48 on average: since dead favourites leave sooner
-    // (`super::super::idle`), seed 7's climb, coming down as the hint ends, stalls at 0.94
-    // (0.80 with 1,159 more hits while a dead entry kept the sweep's mark, c8f66b2; every
-    // run was under 0.9 before that round): each run must end under 0.95, and their mean
-    // under 0.6.
+    // stayed LRU through the whole loop, without a hit.) After the settled set seven of the
+    // eight windows are closed and the eighth stands at 0.22 of the cache: once regret says
+    // nothing of recency the climb heads down in full steps (`Climber::unwind`); before
+    // that, climbs that came down as the hint ended and came back several times rested at
+    // 0.39-0.94 in six of the eight runs, with 2-6% fewer hits.
     let (mut loop_lowest, mut settled_widest, mut settled_sum) = (u64::MAX, 0.0f64, 0.0);
     for seed in 1..=8u64 {
         let mut x = seed * 7919;
@@ -271,7 +270,7 @@ fn after_a_drift_a_loop_or_a_settled_set_closes_the_window_again() {
         "a run's loop hit {loop_lowest} of 200,000"
     );
     assert!(
-        settled_widest < 0.95 && settled_sum / 8.0 < 0.6,
+        settled_widest < 0.3 && settled_sum / 8.0 < 0.1,
         "settled runs ended at {settled_widest} at most, {} on average",
         settled_sum / 8.0
     );
