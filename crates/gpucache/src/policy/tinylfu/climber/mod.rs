@@ -27,11 +27,12 @@
 //! cache fills are forgotten when it is first full ([`Climber::filled`]).
 //!
 //! A fall turns the climb round only if it stands out from the usual change between samples
-//! and from the error the samples' parts show ([`PartSpread`]): a periodic workload's parts
+//! and from the error the samples' parts show ([`parts::PartSpread`]): a periodic workload's parts
 //! differ widely, and before the usual change is learnt its samples' swings read as falls.
 //! Where that error dwarfs the usual change and the change lies within it, the samples
 //! cannot measure the step, and the step halves: the share slows to a rest rather than
-//! walking on them (but not under the hint below, which sets the direction then).
+//! walking on them (but not under the hint below, which sets the direction then, nor while
+//! the climb unwinds a window that regret no longer backs, [`Climber::unwind`]).
 //!
 //! Admission regret hints at recency ([`Recency`]): where it pays, the climb points to a
 //! larger window, unless the climb's own samples refute it by a clear fall (two samples in
@@ -87,7 +88,7 @@ const RESTART_OVER_NOISE: f64 = 3.0;
 /// best window is large, kept its share between 20% and 45%).
 const REVERSE_OVER_NOISE: f64 = 0.3;
 /// Nor does a fall smaller than this many times its standard error, as the parts of the two
-/// samples differ ([`PartSpread`]). The average of the changes needs samples to learn a
+/// samples differ ([`parts::PartSpread`]). The average of the changes needs samples to learn a
 /// periodic workload's swing, and a cache of 2,000 entries sees ten samples in 200,000
 /// requests: Zipf with a scan after every 8,000 requests swung its first samples by a point
 /// or two with the number of scans each caught, the climb took those falls for the step's
@@ -195,7 +196,7 @@ pub(super) struct Climber {
     /// none).
     parts: Option<Box<Parts>>,
     /// The standard error of the last sample's hit rate, as its parts spread
-    /// ([`PartSpread::standard_error`]).
+    /// ([`parts::PartSpread::standard_error`]).
     last_error: f64,
     /// The best hit rate since the climb last turned (or restarted, or rested).
     run_best: Option<f64>,
@@ -591,8 +592,9 @@ impl Climber {
     /// may ([`Recency::Unproven`] after [`Recency::Pays`] or [`Recency::Leans`]) while the
     /// window stands open, and keeps it heading down, unslowed by samples that cannot measure
     /// its steps ([`UNMEASURED_OVER_NOISE`]), until a fall turns it, regret speaks for
-    /// recency again, a restart comes or the window is closed. The hint or a lean opened that
-    /// window; the hint's end turns the climb down ([`Climber::adjust`]), but a hint that
+    /// recency again, the climber restarts or the window is closed (a surge's restart of the
+    /// policy, [`Climber::forget_best`], leaves it heading down). Whatever opened the window
+    /// (the hint or a lean, as a rule), regret no longer backs it; the hint's end turns the climb down ([`Climber::adjust`]), but a hint that
     /// ends and comes back several times, each time a little lower, leaves a small step that
     /// the unmeasured samples halve to a rest: after a drift through 100 entries, a settled
     /// Zipf kept windows of 0.39-0.94 of the cache in six of eight runs of a policy test
@@ -601,7 +603,8 @@ impl Climber {
     /// 188,700-190,400 closed. With this, seven of the eight close (the eighth stands at
     /// 0.22), 182,500-190,600 hits. Also after a surge's restart, which sets the bias back to
     /// neutral. `phase_eval`'s sets, where it seldom fires, moved by under 0.002 on every
-    /// row but two held-out ones (sized popular-heavy at 1,000 entries, +0.004).
+    /// row but one held-out row's hits and bytes (sized popular-heavy at 1,000 entries on one
+    /// draw, +0.004).
     fn unwind(&mut self, recency: Recency, restart: bool) {
         if self.step > 0.0 || restart || recency != Recency::Unproven || self.share <= MIN_SHARE {
             self.unwinding = false;
