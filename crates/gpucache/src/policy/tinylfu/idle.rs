@@ -100,8 +100,9 @@ impl Idle {
 }
 
 impl TinyLfu {
-    /// `id`, a protected entry, is about to leave protected (or move to its back): if the
-    /// sweep was to look at it next, it looks at the entry after it instead.
+    /// `id` is about to leave its queue (or move to its back): if the sweep was to look at
+    /// it next, it looks at the entry after it instead. Only a protected id can be the
+    /// sweep's next (`TinyLfu::validate`), so callers need not check where `id` is.
     #[inline]
     pub(super) fn leave_sweep(&mut self, id: EntryId) {
         if self.idle.sweep_at == Some(id) {

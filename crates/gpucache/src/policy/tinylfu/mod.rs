@@ -243,9 +243,7 @@ impl TinyLfu {
     fn relocate(&mut self, id: EntryId, to: Place) {
         self.balanced = false;
         let m = self.meta[id as usize];
-        if m.place == Place::Protected {
-            self.leave_sweep(id);
-        }
+        self.leave_sweep(id);
         self.queues[m.place as usize].unlink(&mut self.links, id);
         self.weights[m.place as usize] -= m.weight;
         self.queues[to as usize].push_back(&mut self.links, id);
@@ -388,9 +386,7 @@ impl TinyLfu {
         self.balanced = false;
         self.fold(id);
         let m = self.meta[id as usize];
-        if m.place == Place::Protected {
-            self.leave_sweep(id);
-        }
+        self.leave_sweep(id);
         self.queues[m.place as usize].unlink(&mut self.links, id);
         self.weights[m.place as usize] -= m.weight;
         self.total -= m.weight;
