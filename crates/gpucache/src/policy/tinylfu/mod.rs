@@ -15,9 +15,10 @@
 //! ([`climber`]) widens the window when recency pays (up to all the cache: LRU) and narrows
 //! it when frequency does (nearly LFU). With unequal weights the victim may instead be a heavier
 //! probation entry near the front that the oldest one outweighs (heavier, and estimated fewer
-//! accesses or as many from a few up: [`TinyLfu::heavier_victim`]), and each access counts
+//! accesses or as many from a few up: [`TinyLfu::heavier_victim`]), each access counts
 //! for the mean weight plus the entry's own ([`TinyLfu::worth_scale`]: the contest keeps what adds more to hits times
-//! bytes hit).
+//! bytes hit), and a victim estimated only a few accesses counts them at its weight class's
+//! rate of returning misses when that is under the mean ([`weight_classes`]).
 //!
 //! The owner inserts before it evicts ([`EvictionPolicy::inserts_first`]): while the window
 //! is smaller than a newcomer (a closed window, as on Zipf and loops), the newcomer itself
@@ -69,6 +70,7 @@ mod sketch;
 mod surge;
 #[cfg(test)]
 mod tests;
+mod weight_classes;
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -80,6 +82,7 @@ use idle::Idle;
 use regret::{Loser, Regret};
 use sketch::Sketch;
 use surge::Surge;
+use weight_classes::WeightClasses;
 
 /// Pending hits saturate here: a hot entry stops writing its count (its cache line stays
 /// clean across cores; the count of hits for the climber is striped by thread instead), and
@@ -184,6 +187,9 @@ pub struct TinyLfu {
     climber: Climber,
     /// Learns from the contests' losers how strict admission should be.
     regret: Regret,
+    /// How often a missed key of each weight class had been seen, while weights vary: what
+    /// the contest's residents with little evidence of their own are worth.
+    classes: WeightClasses,
     /// Restarts at once when a fall of the hit rate meets returning rejected keys.
     surge: Surge,
     /// Finds dead favourites ([`idle`]).
@@ -420,6 +426,7 @@ impl TinyLfu {
             + self.links.heap_bytes()
             + self.sketch.words() * std::mem::size_of::<u64>()
             + self.regret.heap_bytes()
+            + self.classes.heap_bytes()
             + self.hits.as_ref().map_or(0, StripedCount::heap_bytes)
     }
 
@@ -476,6 +483,7 @@ impl TinyLfu {
         self.sketch.validate();
         self.climber.validate();
         self.regret.validate();
+        self.classes.validate();
         self.surge.validate();
     }
 }
@@ -530,8 +538,10 @@ impl EvictionPolicy for TinyLfu {
             if self.surge.fires(self.regret.bias()) {
                 self.surged(len as u64);
             }
-            self.sketch.increment_once(key_hash);
-            if !self.weights_vary {
+            let seen = self.sketch.increment_once(key_hash) != 0;
+            if self.weights_vary {
+                self.classes.note_miss(weight, seen);
+            } else {
                 self.sweep_protected();
             }
         }

@@ -146,16 +146,17 @@ impl Sketch {
     /// Records one access to `key_hash`: what `increment(key_hash, 1)` does, without the
     /// run's arithmetic (each insert counts its key once, and a mixed-size put spent about
     /// a tenth of its instructions in [`Sketch::increment`]). The rows at the minimum grow by
-    /// one, added without a branch on which they are (see there).
+    /// one, added without a branch on which they are (see there). Returns the key's estimate
+    /// before the access (0 for an empty sketch).
     #[inline]
-    pub(super) fn increment_once(&mut self, key_hash: u64) {
+    pub(super) fn increment_once(&mut self, key_hash: u64) -> u64 {
         if self.table.is_empty() {
-            return;
+            return 0;
         }
         let slots = self.slots(key_hash);
         let min = self.least(&slots);
         if min == MAX_COUNT {
-            return;
+            return min;
         }
         for &(i, shift) in &slots {
             // Read again: two rows may share a counter, which must grow only once. Every
@@ -169,6 +170,7 @@ impl Sketch {
         if self.size >= self.sample {
             self.halve();
         }
+        min
     }
 
     /// Increments between halvings.

@@ -5,6 +5,7 @@
 
 use std::sync::atomic::Ordering;
 
+use super::weight_classes::FACTOR_SHIFT;
 use super::{EntryId, EvictionPolicy, Place, TinyLfu};
 
 #[cfg(test)]
@@ -122,11 +123,15 @@ impl TinyLfu {
     /// accesses, less [`ADMIT_MARGIN`] and plus the credit that admission regret has learnt
     /// ([`regret`]: -1 on Zipf, 0 on loops, more after a change of working set), must be
     /// worth more than all of theirs together. With equal weights every access is worth the
-    /// same; else as [`TinyLfu::worth_scale`] says. Near-ties keep the victims, which are
-    /// already in main, unless the credit says otherwise; that is what keeps a loop's
-    /// resident part stable. With an owner that inserts first (the store), the candidate
-    /// may be the newcomer itself: a newcomer that loses is refused at the door.
+    /// same; else as [`TinyLfu::worth_scale`] says, and a victim estimated under
+    /// [`TIES_COUNT_FROM`] accesses, too few to speak for itself, counts them at its weight
+    /// class's factor ([`WeightClasses::factor`]: under one where that class's misses are
+    /// mostly first requests). Near-ties keep the victims, which are already in main,
+    /// unless the credit says otherwise; that is what keeps a loop's resident part stable.
+    /// With an owner that inserts first (the store), the candidate may be the newcomer
+    /// itself: a newcomer that loses is refused at the door.
     ///
+    /// [`WeightClasses::factor`]: super::weight_classes::WeightClasses::factor
     /// [`regret`]: super::regret
     pub(super) fn admits(&self, candidate: EntryId, victim: EntryId) -> bool {
         let c = self.meta[candidate as usize];
@@ -158,7 +163,14 @@ impl TinyLfu {
             let Some(v) = at else { break };
             let vw = self.meta[v as usize].weight;
             weight += vw;
-            freq = freq.saturating_add(u128::from(self.accesses(v)).saturating_mul(worth(vw)));
+            let av = self.accesses(v);
+            let mut worth_v = u128::from(av).saturating_mul(worth(vw));
+            if av < TIES_COUNT_FROM {
+                // Little evidence of its own: its class's (`super::weight_classes`).
+                worth_v =
+                    worth_v.saturating_mul(u128::from(self.classes.factor(vw))) >> FACTOR_SHIFT;
+            }
+            freq = freq.saturating_add(worth_v);
             if weight >= c.weight || !beats(freq) {
                 break;
             }

@@ -47,6 +47,39 @@ fn heavy_candidate_needs_more_hits_per_byte() {
 }
 
 #[test]
+fn light_residents_count_less_when_their_class_seldom_returns() {
+    // A key seen twice weighing 10x the victims, each seen once: refused while nothing is
+    // known of the classes, admitted once the light class's misses prove to be first
+    // requests while the heavy class's are returns (the light victims, with little
+    // evidence of their own, are then worth nothing).
+    let contest = |light_returns| {
+        let mut p = inserted(100);
+        assert_eq!(p.evict(), Some(0));
+        if let Some(light_returns) = light_returns {
+            for _ in 0..weight_classes::PERIOD / 2 {
+                p.classes.note_miss(10, light_returns);
+                p.classes.note_miss(100, true);
+            }
+        }
+        p.sketch.increment(4242, 1);
+        p.insert(0, 4242, 100);
+        p.insert(100, 4343, 10);
+        let evicted = p.evict();
+        p.validate(&|_| true);
+        (evicted, p.meta[0].place)
+    };
+    assert_eq!(contest(None).0, Some(0), "refused");
+    assert_eq!(
+        contest(Some(true)).0,
+        Some(0),
+        "refused: the classes return alike"
+    );
+    let (evicted, place) = contest(Some(false));
+    assert_ne!(evicted, Some(0), "admitted");
+    assert_eq!(place, Place::Probation);
+}
+
+#[test]
 fn a_heavy_rejected_keys_return_raises_the_bias_by_its_worth() {
     // A hundred entries, one of them twice the others' weight (a mean of 10.1 among the
     // entries other than the newcomer); a rejected key (noted by hand, after a displaced
