@@ -419,7 +419,8 @@ impl TinyLfu {
     }
 
     /// Heap bytes the policy holds now: per-id metadata, links and pending counts, the
-    /// sketch and the regret table (the figure reported as policy memory per entry).
+    /// sketch and the regret table, and the weight classes' 640 bytes once weights vary (the
+    /// figure reported as policy memory per entry).
     pub fn heap_bytes(&self) -> usize {
         self.meta.capacity() * std::mem::size_of::<Meta>()
             + self.pending.capacity()

@@ -231,6 +231,12 @@ mod tests {
         assert_eq!(s.estimate(42), 5);
         s.increment(42, 100);
         assert_eq!(s.estimate(42), MAX_COUNT);
+        assert_eq!(
+            s.increment_once(42),
+            MAX_COUNT,
+            "saturated: the count, unchanged"
+        );
+        assert_eq!(Sketch::default().increment_once(42), 0, "no table: none");
         s.halve();
         assert_eq!(s.estimate(42), 7);
         s.validate();
@@ -311,7 +317,12 @@ mod tests {
             200,
             0x2545_F491_4F6C_DD1D,
             |fast, book, key, _| {
-                fast.increment_once(key);
+                let before = book.estimate(key);
+                assert_eq!(
+                    fast.increment_once(key),
+                    before,
+                    "the count before the access"
+                );
                 increment_once_by_the_book(book, key);
             },
         );

@@ -1,30 +1,38 @@
-//! Weight classes: for each class of weights (powers of two), how often a key that missed
-//! had been seen before, against the same rate over every class.
+//! Weight classes: for each class of weights (powers of two), the share of its misses whose
+//! key the sketch had counted (*seen*), against that share over every class.
 //!
-//! A miss of a key the sketch has counted is one a larger share of the cache might have
-//! turned into a hit; a miss of a key never seen could not have been. Where the misses of a
-//! class are mostly first requests, either its keys seldom come back (the light keys of a
-//! trace whose popular keys are the heavy ones) or the policy already keeps its returning
-//! keys (the light keys of most traces, which the contest favours per byte). Either way its
-//! residents with little evidence of their own are worth less than their count says, and
-//! the contest weighs them by the class's rate over the mean ([`WeightClasses::factor`],
-//! at most 1: `TinyLfu::admits`). It is the size-aware admission of AdaptSize and LHD in
-//! one number per class, learnt from the misses the policy sees anyway.
+//! A miss of a seen key is one a larger share of the cache might have turned into a hit; a
+//! miss of a key the sketch has no count for mostly could not have been (a count halved
+//! away, or forgotten at a restart, reads as unseen; a collision in the sketch as seen).
+//! Where a class's share of seen misses is below the share over every class, either its
+//! keys come back less often (the light keys of a trace whose popular keys are the heavy
+//! ones) or the policy already keeps more of its returning keys (the light keys of most
+//! traces, which the contest favours per byte). Either way its residents with little
+//! evidence of their own are worth less than their count says, and the contest weighs them
+//! by the ratio of the two shares ([`WeightClasses::factor`], at most 1 and at least a
+//! quarter: `TinyLfu::admits`). Size classes learnt online, as AdaptSize and LHD learn
+//! what entries of each size are worth, here from the misses the policy sees anyway.
 //!
-//! Only while weights vary (the owner notes misses then): with one weight there is one
-//! class, at the mean.
+//! Only while weights vary (the owner notes misses then, once the cache is full): with one
+//! weight there is one class, whose share is the share over every class.
 
 /// Factors are fixed-point, in units of `2^-FACTOR_SHIFT`.
 pub(super) const FACTOR_SHIFT: u32 = 12;
-/// A factor of one: a class without evidence, or one whose misses return at least as often
-/// as the mean.
+/// A factor of one: a class without evidence, or one whose share of seen misses is at least
+/// the share over every class.
 const ONE: u16 = 1 << FACTOR_SHIFT;
+/// The least factor: a class's residents count at least a quarter of their estimate. The
+/// ratio of two shares measured on samples can read near zero for a class of few returning
+/// keys, and a victim counted as nothing would let any candidate past a run of them (the
+/// contest extrapolates beyond its 16 victims at their rate). A floor of a quarter or an
+/// eighth measured as no floor on every set (docs/memory-tier.md).
+const MIN_FACTOR: u16 = ONE / 4;
 /// Every this many noted misses the factors are taken from the counts, which are then
 /// halved: a class's rate follows the workload within a few periods, and the contest's
 /// weighing changes at most once a period.
 pub(super) const PERIOD: u32 = 8192;
 /// A class with fewer misses in its counts (as halved) keeps a factor of one: below it the
-/// rate's sampling error (about `0.5 / sqrt(n)`) is a large part of the rate itself.
+/// share's sampling error (at most `0.5 / sqrt(n)`) is a large part of the share itself.
 const MIN_MISSES: u32 = 256;
 
 /// The number of classes: one per bit of a weight.
@@ -41,7 +49,7 @@ struct Tables {
     /// Invariant: each half under `2 * PERIOD`, seen at most misses.
     counts: [u64; CLASSES],
     /// Per class, in units of `2^-FACTOR_SHIFT`, as of the end of the last period.
-    /// Invariant: at most [`ONE`].
+    /// Invariant: from [`MIN_FACTOR`] to [`ONE`].
     factors: [u16; CLASSES],
 }
 
@@ -71,8 +79,8 @@ impl WeightClasses {
     }
 
     /// What an access to a resident weighing `weight` with little evidence of its own is
-    /// worth, in units of `2^-FACTOR_SHIFT`: its class's rate of seen keys among its
-    /// misses over the rate of every class, at most one (as of the end of the last period).
+    /// worth, in units of `2^-FACTOR_SHIFT`: its class's share of seen misses over the share
+    /// over every class, from [`MIN_FACTOR`] to one (as of the end of the last period).
     #[inline]
     pub(super) fn factor(&self, weight: u64) -> u16 {
         self.tables
@@ -94,9 +102,10 @@ impl WeightClasses {
             *f = if class_misses < u64::from(MIN_MISSES) || seen == 0 {
                 ONE
             } else {
-                // (class_seen / class_misses) / (seen / misses), in units of 1 / ONE.
-                let rate = class_seen * misses * u64::from(ONE) / (class_misses * seen);
-                rate.min(u64::from(ONE)) as u16
+                // (class_seen / class_misses) / (seen / misses), in units of 1 / ONE: under
+                // 2^14 * 2^14 * 2^12 before the division (each half stays under 2 * PERIOD).
+                let ratio = class_seen * misses * u64::from(ONE) / (class_misses * seen);
+                ratio.clamp(u64::from(MIN_FACTOR), u64::from(ONE)) as u16
             };
             *c = (*c >> 1) & !(1 << 31);
         }
@@ -118,16 +127,17 @@ impl WeightClasses {
         for (c, f) in t.counts.iter().zip(&t.factors) {
             let (misses, seen) = (c & HALF, c >> 32);
             assert!(
-                seen <= misses && misses < 2 * u64::from(PERIOD) && *f <= ONE,
+                seen <= misses && misses < 2 * u64::from(PERIOD) && (MIN_FACTOR..=ONE).contains(f),
                 "class of {misses} misses, {seen} seen, factor {f}"
             );
         }
     }
 }
 
-/// A weight's class: the power of two at or below it (0 for weights 0 and 1).
+/// A weight's class: the power of two at or below it (0 for weights 0 and 1), under
+/// [`CLASSES`].
 fn class_of(weight: u64) -> usize {
-    (u64::BITS - 1 - (weight | 1).leading_zeros()) as usize % CLASSES
+    (weight | 1).ilog2() as usize
 }
 
 #[cfg(test)]
@@ -152,8 +162,9 @@ mod tests {
     fn a_class_whose_misses_are_seldom_seen_counts_less() {
         let mut c = WeightClasses::default();
         assert_eq!(c.factor(1_000), ONE, "no evidence yet");
-        // Half the misses light and seen 20% of the time, half heavy and seen 60%: the mean
-        // is 40%, the light class half of it, the heavy one above it (capped at one).
+        // Half the misses light and seen 20% of the time, half heavy and seen 60%: the share
+        // over every class is 40%, the light class's half of it, the heavy one's above it
+        // (capped at one).
         period(&mut c, PERIOD / 2, 20, 60);
         let light = f64::from(c.factor(1_000)) / f64::from(ONE);
         assert!((light - 0.5).abs() < 0.02, "light factor {light}");
@@ -164,27 +175,35 @@ mod tests {
             "one class per power of two"
         );
         assert_eq!(c.factor(50), ONE, "a class with no misses");
+        // A class whose misses are never seen: the floor, not zero.
+        let mut never = WeightClasses::default();
+        period(&mut never, PERIOD / 2, 0, 60);
+        assert_eq!(never.factor(1_000), MIN_FACTOR);
     }
 
     #[test]
-    fn equal_rates_and_thin_evidence_keep_one() {
+    fn equal_shares_and_thin_evidence_keep_one() {
         let mut c = WeightClasses::default();
         period(&mut c, PERIOD / 2, 30, 30);
         let light = c.factor(1_000);
-        assert!(light >= ONE - ONE / 50, "equal rates: {light}");
-        // A class with fewer than MIN_MISSES misses: its rate is not trusted.
+        assert!(light >= ONE - ONE / 50, "equal shares: {light}");
+        // A class with fewer than MIN_MISSES misses: its share is not trusted; with that
+        // many it is.
         let mut thin = WeightClasses::default();
         period(&mut thin, MIN_MISSES - 1, 0, 50);
         assert_eq!(thin.factor(1_000), ONE);
+        let mut enough = WeightClasses::default();
+        period(&mut enough, MIN_MISSES, 0, 50);
+        assert_eq!(enough.factor(1_000), MIN_FACTOR);
     }
 
     #[test]
-    fn the_rates_follow_the_workload() {
+    fn the_factors_follow_the_workload() {
         let mut c = WeightClasses::default();
         period(&mut c, PERIOD / 2, 10, 60);
         assert!(c.factor(1_000) < ONE / 2);
         // The light keys now return as often as the heavy ones: within a few periods the
-        // light class counts whole again.
+        // light class counts nearly whole again (about 0.97 after four).
         for _ in 0..4 {
             period(&mut c, PERIOD / 2, 60, 60);
         }
@@ -198,6 +217,13 @@ mod tests {
         assert_eq!(class_of(2), 1);
         assert_eq!(class_of(1 << 20), 20);
         assert_eq!(class_of((1 << 21) - 1), 20);
-        assert_eq!(class_of(u64::MAX), 63);
+        assert_eq!(class_of(u64::MAX), CLASSES - 1);
+    }
+
+    #[test]
+    fn nothing_is_kept_until_a_miss_is_noted() {
+        let c = WeightClasses::default();
+        assert_eq!(c.heap_bytes(), 0);
+        c.validate();
     }
 }

@@ -52,7 +52,9 @@ pub(super) fn dominated(w: u64, f: u64, wo: u64, fo: u64) -> bool {
 /// ceiling of 15 (its sketch halves every few frames). Counted only at the ceiling, its
 /// failed locks a frame rose from 22.2 / 21.0 / 15.7 to 25.9 / 22.7 / 18.0 on seeds 1-3;
 /// from 2, 4 and 8 they stood at 22.5 / 20.7 / 15.7, 22.2 / 21.0 / 15.7 and 24.1 / 21.8 /
-/// 16.1, and 4 kept more of the held-out set's gain than 2 (docs/memory-tier.md).
+/// 16.1, and 4 kept more of the held-out set's gain than 2 (docs/memory-tier.md). For the
+/// same reason a contest's victim estimated under it counts at its weight class's factor
+/// rather than whole ([`TinyLfu::admits`]): too few counts to speak for the key itself.
 pub(super) const TIES_COUNT_FROM: u64 = 4;
 
 /// Whether an entry weighing `w` and estimated `f` accesses is outweighed by one weighing
@@ -124,10 +126,14 @@ impl TinyLfu {
     /// ([`regret`]: -1 on Zipf, 0 on loops, more after a change of working set), must be
     /// worth more than all of theirs together. With equal weights every access is worth the
     /// same; else as [`TinyLfu::worth_scale`] says, and a victim estimated under
-    /// [`TIES_COUNT_FROM`] accesses, too few to speak for itself, counts them at its weight
-    /// class's factor ([`WeightClasses::factor`]: under one where that class's misses are
-    /// mostly first requests). Near-ties keep the victims, which are already in main,
-    /// unless the credit says otherwise; that is what keeps a loop's resident part stable.
+    /// [`TIES_COUNT_FROM`] accesses, too few to speak for itself, counts them times its
+    /// weight class's factor ([`WeightClasses::factor`]: from a quarter to one, under one
+    /// where that class's share of seen misses is below the share over every class).
+    /// Near-ties keep the victims, which are already in main, unless the credit says
+    /// otherwise; that is what keeps a loop's resident part stable. (Once weights vary, a
+    /// victim of a class under one can lose a near-tie to a candidate of its own class that
+    /// has come back: a loop's keys all come back, which keeps its classes at one, and the
+    /// sized loop of the held-out set decided as before.)
     /// With an owner that inserts first (the store), the candidate may be the newcomer
     /// itself: a newcomer that loses is refused at the door.
     ///

@@ -46,37 +46,80 @@ fn heavy_candidate_needs_more_hits_per_byte() {
     assert_eq!(q.meta[0].place, Place::Probation);
 }
 
+/// A policy of 100 light entries (weight 10) and a candidate of weight 100 estimated
+/// `candidate` accesses, the victims counted `victims` times each; `light_seen` says whether
+/// the light class's misses were of seen keys (the heavy class's always are) over half a
+/// period each, `None` for no evidence. Returns whether the candidate was admitted.
+fn heavy_contest(candidate: u64, victims: u64, light_seen: Option<bool>) -> bool {
+    let mut p = inserted(100);
+    assert_eq!(p.evict(), Some(0));
+    for id in 1..100u64 {
+        p.sketch.increment(1000 + id, victims - 1);
+    }
+    if let Some(seen) = light_seen {
+        for _ in 0..weight_classes::PERIOD / 2 {
+            p.classes.note_miss(10, seen);
+            p.classes.note_miss(100, true);
+        }
+    }
+    p.sketch.increment(4242, candidate);
+    p.insert(0, 4242, 100);
+    p.insert(100, 4343, 10);
+    let admitted = p.evict() != Some(0);
+    p.validate(&|_| true);
+    if admitted {
+        assert_eq!(p.meta[0].place, Place::Probation);
+    }
+    admitted
+}
+
 #[test]
 fn light_residents_count_less_when_their_class_seldom_returns() {
     // A key seen twice weighing 10x the victims, each seen once: refused while nothing is
-    // known of the classes, admitted once the light class's misses prove to be first
-    // requests while the heavy class's are returns (the light victims, with little
-    // evidence of their own, are then worth nothing).
-    let contest = |light_returns| {
-        let mut p = inserted(100);
-        assert_eq!(p.evict(), Some(0));
-        if let Some(light_returns) = light_returns {
-            for _ in 0..weight_classes::PERIOD / 2 {
-                p.classes.note_miss(10, light_returns);
-                p.classes.note_miss(100, true);
-            }
-        }
-        p.sketch.increment(4242, 1);
-        p.insert(0, 4242, 100);
-        p.insert(100, 4343, 10);
-        let evicted = p.evict();
-        p.validate(&|_| true);
-        (evicted, p.meta[0].place)
-    };
-    assert_eq!(contest(None).0, Some(0), "refused");
-    assert_eq!(
-        contest(Some(true)).0,
-        Some(0),
-        "refused: the classes return alike"
+    // known of the classes or the classes' misses are seen alike, admitted once the light
+    // class's misses prove to be first requests while the heavy class's are returns (the
+    // light victims, with little evidence of their own, then count a quarter).
+    assert!(!heavy_contest(1, 1, None));
+    assert!(!heavy_contest(1, 1, Some(true)));
+    assert!(heavy_contest(1, 1, Some(false)));
+}
+
+#[test]
+fn victims_estimated_four_or_more_count_whole_whatever_their_class() {
+    // Ten victims seen 8 times against a candidate at the sketch's ceiling (15): their own
+    // counts speak, and the light class's factor (a quarter here) does not lower them.
+    assert!(
+        !heavy_contest(15, 8, None),
+        "ten victims seen 8 times outweigh one seen 15"
     );
-    let (evicted, place) = contest(Some(false));
-    assert_ne!(evicted, Some(0), "admitted");
-    assert_eq!(place, Place::Probation);
+    assert!(!heavy_contest(15, 8, Some(false)));
+}
+
+#[test]
+fn a_full_cache_of_varied_weights_learns_its_classes_from_its_misses() {
+    // Light keys never seen again and heavy keys that keep coming back, inserted and evicted
+    // through the policy as an owner does: the light class's factor falls under one.
+    let mut p = TinyLfu::default();
+    let mut tracked = std::collections::HashSet::new();
+    let mut next_light = 1_000_000u64;
+    for i in 0..3 * u64::from(weight_classes::PERIOD) {
+        let (key, weight) = if i % 2 == 0 {
+            next_light += 1;
+            (next_light, 10)
+        } else {
+            ((i / 2) % 50, 1_000)
+        };
+        let id = (0..).find(|id| !tracked.contains(id)).expect("a free id");
+        p.insert(id, key, weight);
+        tracked.insert(id);
+        while p.total_weight() > 20_000 {
+            let victim = p.evict().expect("a victim");
+            tracked.remove(&victim);
+        }
+    }
+    p.validate(&|id| tracked.contains(&id));
+    assert!(p.classes.heap_bytes() > 0);
+    assert!(p.classes.factor(10) < p.classes.factor(1_000));
 }
 
 #[test]
