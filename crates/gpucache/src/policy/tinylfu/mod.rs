@@ -17,8 +17,9 @@
 //! probation entry near the front that the oldest one outweighs (heavier, and estimated fewer
 //! accesses or as many from a few up: [`TinyLfu::heavier_victim`]), each access counts
 //! for the mean weight plus the entry's own ([`TinyLfu::worth_scale`]: the contest keeps what adds more to hits times
-//! bytes hit), and a victim estimated only a few accesses counts them at its weight class's
-//! rate of returning misses when that is under the mean ([`weight_classes`]).
+//! bytes hit), and a victim estimated only a few accesses counts them times its weight
+//! class's factor: the class's share of misses of keys the sketch had counted over that
+//! share over every class, from a quarter to one ([`weight_classes`]).
 //!
 //! The owner inserts before it evicts ([`EvictionPolicy::inserts_first`]): while the window
 //! is smaller than a newcomer (a closed window, as on Zipf and loops), the newcomer itself
@@ -419,8 +420,8 @@ impl TinyLfu {
     }
 
     /// Heap bytes the policy holds now: per-id metadata, links and pending counts, the
-    /// sketch and the regret table, and the weight classes' 640 bytes once weights vary (the
-    /// figure reported as policy memory per entry).
+    /// sketch and the regret table, and the weight classes' 640 bytes from the first miss a
+    /// full cache of varied weights notes (the figure reported as policy memory per entry).
     pub fn heap_bytes(&self) -> usize {
         self.meta.capacity() * std::mem::size_of::<Meta>()
             + self.pending.capacity()

@@ -3,7 +3,8 @@
 //!
 //! A miss of a seen key is one a larger share of the cache might have turned into a hit; a
 //! miss of a key the sketch has no count for mostly could not have been (a count halved
-//! away, or forgotten at a restart, reads as unseen; a collision in the sketch as seen).
+//! away, or forgotten at a restart or when the sketch grows, reads as unseen; a collision
+//! in the sketch as seen).
 //! Where a class's share of seen misses is below the share over every class, either its
 //! keys come back less often (the light keys of a trace whose popular keys are the heavy
 //! ones) or the policy already keeps more of its returning keys (the light keys of most
@@ -25,15 +26,21 @@ const ONE: u16 = 1 << FACTOR_SHIFT;
 /// ratio of two shares measured on samples can read near zero for a class of few returning
 /// keys, and a victim counted as nothing would let any candidate past a run of them (the
 /// contest extrapolates beyond its 16 victims at their rate). A floor of a quarter or an
-/// eighth measured as no floor on every set (docs/memory-tier.md).
+/// eighth measured the same as no floor on every set (docs/memory-tier.md).
 const MIN_FACTOR: u16 = ONE / 4;
 /// Every this many noted misses the factors are taken from the counts, which are then
-/// halved: a class's rate follows the workload within a few periods, and the contest's
+/// halved: a class's share follows the workload within a few periods, and the contest's
 /// weighing changes at most once a period.
 pub(super) const PERIOD: u32 = 8192;
 /// A class with fewer misses in its counts (as halved) keeps a factor of one: below it the
 /// share's sampling error (at most `0.5 / sqrt(n)`) is a large part of the share itself.
 const MIN_MISSES: u32 = 256;
+/// A class keeps a factor of one unless the share over every class would have it count at
+/// least this many seen misses: where few misses are seen at all (just after the sketch is
+/// forgotten or grown, or among many keys requested once), a class's count of seen misses
+/// is a handful, and its ratio swings by half from one period to the next on chance alone
+/// (a class of 300 misses seen at the mean's 2% fell under a half in one period of nine).
+const MIN_EXPECTED_SEEN: u64 = 32;
 
 /// The number of classes: one per bit of a weight.
 const CLASSES: usize = 64;
@@ -99,11 +106,15 @@ impl WeightClasses {
         let seen: u64 = t.counts.iter().map(|c| c >> 32).sum();
         for (c, f) in t.counts.iter_mut().zip(&mut t.factors) {
             let (class_misses, class_seen) = (*c & HALF, *c >> 32);
-            *f = if class_misses < u64::from(MIN_MISSES) || seen == 0 {
+            // The seen misses the class would have at the share over every class: at least
+            // MIN_EXPECTED_SEEN, i.e. class_misses * seen / misses >= MIN_EXPECTED_SEEN.
+            let expected_enough = class_misses * seen >= MIN_EXPECTED_SEEN * misses;
+            *f = if class_misses < u64::from(MIN_MISSES) || !expected_enough {
                 ONE
             } else {
                 // (class_seen / class_misses) / (seen / misses), in units of 1 / ONE: under
-                // 2^14 * 2^14 * 2^12 before the division (each half stays under 2 * PERIOD).
+                // 2^14 * 2^14 * 2^12 before the division (the totals over every class stay
+                // under 2 * PERIOD, and seen > 0 here).
                 let ratio = class_seen * misses * u64::from(ONE) / (class_misses * seen);
                 ratio.clamp(u64::from(MIN_FACTOR), u64::from(ONE)) as u16
             };
@@ -134,8 +145,8 @@ impl WeightClasses {
     }
 }
 
-/// A weight's class: the power of two at or below it (0 for weights 0 and 1), under
-/// [`CLASSES`].
+/// A weight's class: the exponent of the power of two at or below it (0 for weights 0 and
+/// 1), under [`CLASSES`].
 fn class_of(weight: u64) -> usize {
     (weight | 1).ilog2() as usize
 }
@@ -198,12 +209,25 @@ mod tests {
     }
 
     #[test]
+    fn a_class_expected_to_see_few_misses_keeps_one() {
+        // Misses seen at 2% over every class: a class of 300 misses would see 6 at that
+        // share, too few to tell its own share from chance, even at none.
+        let mut c = WeightClasses::default();
+        period(&mut c, 300, 0, 2);
+        assert_eq!(c.factor(1_000), ONE);
+        // At 20% over every class it would see about 60: its none is believed.
+        let mut d = WeightClasses::default();
+        period(&mut d, 300, 0, 20);
+        assert_eq!(d.factor(1_000), MIN_FACTOR);
+    }
+
+    #[test]
     fn the_factors_follow_the_workload() {
         let mut c = WeightClasses::default();
         period(&mut c, PERIOD / 2, 10, 60);
         assert!(c.factor(1_000) < ONE / 2);
         // The light keys now return as often as the heavy ones: within a few periods the
-        // light class counts nearly whole again (about 0.97 after four).
+        // light class counts nearly whole again (about 0.97 after three, 0.99 after four).
         for _ in 0..4 {
             period(&mut c, PERIOD / 2, 60, 60);
         }

@@ -93,33 +93,53 @@ fn victims_estimated_four_or_more_count_whole_whatever_their_class() {
         "ten victims seen 8 times outweigh one seen 15"
     );
     assert!(!heavy_contest(15, 8, Some(false)));
+    // The threshold from both sides: victims seen 4 times count whole against a candidate
+    // seen 8 times, victims seen 3 times a quarter against one seen 5.
+    assert!(
+        !heavy_contest(7, 4, Some(false)),
+        "victims at 4 count whole"
+    );
+    assert!(!heavy_contest(4, 3, None));
+    assert!(
+        heavy_contest(4, 3, Some(false)),
+        "victims at 3 count a quarter"
+    );
 }
 
 #[test]
 fn a_full_cache_of_varied_weights_learns_its_classes_from_its_misses() {
-    // Light keys never seen again and heavy keys that keep coming back, inserted and evicted
-    // through the policy as an owner does: the light class's factor falls under one.
+    // Light keys never requested again and heavy keys that keep coming back, requested
+    // through the policy as an owner does (a resident key touched, a missing one inserted,
+    // evictions until the budget holds): the light class's misses are never of seen keys,
+    // the heavy class's mostly are, and the light class's factor falls to the floor.
     let mut p = TinyLfu::default();
-    let mut tracked = std::collections::HashSet::new();
+    let mut ids = std::collections::HashMap::new();
+    let mut keys = std::collections::HashMap::new();
     let mut next_light = 1_000_000u64;
-    for i in 0..3 * u64::from(weight_classes::PERIOD) {
+    for i in 0..6 * u64::from(weight_classes::PERIOD) {
         let (key, weight) = if i % 2 == 0 {
             next_light += 1;
             (next_light, 10)
         } else {
-            ((i / 2) % 50, 1_000)
+            ((i / 2) % 200, 1_000)
         };
-        let id = (0..).find(|id| !tracked.contains(id)).expect("a free id");
+        if let Some(&id) = ids.get(&key) {
+            p.touch(id);
+            continue;
+        }
+        let id = (0..).find(|id| !keys.contains_key(id)).expect("a free id");
         p.insert(id, key, weight);
-        tracked.insert(id);
+        ids.insert(key, id);
+        keys.insert(id, key);
         while p.total_weight() > 20_000 {
             let victim = p.evict().expect("a victim");
-            tracked.remove(&victim);
+            let key = keys.remove(&victim).expect("a tracked victim");
+            ids.remove(&key);
         }
     }
-    p.validate(&|id| tracked.contains(&id));
+    p.validate(&|id| keys.contains_key(&id));
     assert!(p.classes.heap_bytes() > 0);
-    assert!(p.classes.factor(10) < p.classes.factor(1_000));
+    assert_eq!(p.classes.factor(10), p.classes.factor(1) / 4, "the floor");
 }
 
 #[test]
