@@ -60,6 +60,31 @@ struct Tables {
     factors: [u16; CLASSES],
 }
 
+impl Tables {
+    /// Takes each class's factor from the counts, then halves them.
+    #[cold]
+    fn end_period(&mut self) {
+        let misses: u64 = self.counts.iter().map(|c| c & HALF).sum();
+        let seen: u64 = self.counts.iter().map(|c| c >> 32).sum();
+        for (c, f) in self.counts.iter_mut().zip(&mut self.factors) {
+            let (class_misses, class_seen) = (*c & HALF, *c >> 32);
+            // The seen misses the class would have at the share over every class: at least
+            // MIN_EXPECTED_SEEN, i.e. class_misses * seen / misses >= MIN_EXPECTED_SEEN.
+            let expected_enough = class_misses * seen >= MIN_EXPECTED_SEEN * misses;
+            *f = if class_misses < u64::from(MIN_MISSES) || !expected_enough {
+                ONE
+            } else {
+                // (class_seen / class_misses) / (seen / misses), in units of 1 / ONE: under
+                // 2^14 * 2^14 * 2^12 before the division (the totals over every class stay
+                // under 2 * PERIOD, and seen > 0 here).
+                let ratio = class_seen * misses * u64::from(ONE) / (class_misses * seen);
+                ratio.clamp(u64::from(MIN_FACTOR), u64::from(ONE)) as u16
+            };
+            *c = (*c >> 1) & !(1 << 31);
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub(super) struct WeightClasses {
     /// None until the first miss is noted: a cache of one weight carries none.
@@ -81,7 +106,8 @@ impl WeightClasses {
         t.counts[class_of(weight)] += 1 + u64::from(seen) * SEEN;
         self.noted += 1;
         if self.noted == PERIOD {
-            self.end_period();
+            self.noted = 0;
+            t.end_period();
         }
     }
 
@@ -93,33 +119,6 @@ impl WeightClasses {
         self.tables
             .as_ref()
             .map_or(ONE, |t| t.factors[class_of(weight)])
-    }
-
-    /// Takes each class's factor from the counts, then halves them.
-    #[cold]
-    fn end_period(&mut self) {
-        self.noted = 0;
-        let Some(t) = self.tables.as_mut() else {
-            return;
-        };
-        let misses: u64 = t.counts.iter().map(|c| c & HALF).sum();
-        let seen: u64 = t.counts.iter().map(|c| c >> 32).sum();
-        for (c, f) in t.counts.iter_mut().zip(&mut t.factors) {
-            let (class_misses, class_seen) = (*c & HALF, *c >> 32);
-            // The seen misses the class would have at the share over every class: at least
-            // MIN_EXPECTED_SEEN, i.e. class_misses * seen / misses >= MIN_EXPECTED_SEEN.
-            let expected_enough = class_misses * seen >= MIN_EXPECTED_SEEN * misses;
-            *f = if class_misses < u64::from(MIN_MISSES) || !expected_enough {
-                ONE
-            } else {
-                // (class_seen / class_misses) / (seen / misses), in units of 1 / ONE: under
-                // 2^14 * 2^14 * 2^12 before the division (the totals over every class stay
-                // under 2 * PERIOD, and seen > 0 here).
-                let ratio = class_seen * misses * u64::from(ONE) / (class_misses * seen);
-                ratio.clamp(u64::from(MIN_FACTOR), u64::from(ONE)) as u16
-            };
-            *c = (*c >> 1) & !(1 << 31);
-        }
     }
 
     /// The classes' heap bytes (memory accounting).
